@@ -1,0 +1,68 @@
+"""gmtheory: attention in the infinite-prompt limit, checked four ways.
+
+Theory checks should run in float64: call ``gmtheory.enable_x64()`` (the
+``gmtheory`` command does this for you) before creating arrays.
+"""
+
+from __future__ import annotations
+
+import jax
+
+from .mixture import GaussianMixture, psd_factor
+from .operators import (
+    attention_gates,
+    effective_sample_size,
+    empirical_ess,
+    finite_prompt_variance,
+    linear_attention,
+    linear_attention_limit,
+    mixture_decomposition,
+    rbf_score,
+    softmax_attention,
+    softmax_attention_limit,
+    softmax_attention_limit_shared,
+    softmax_score,
+    weighted_attention,
+)
+from .quadrature import (
+    expect_gaussian,
+    expect_gaussian_projected,
+    expect_mixture,
+    expect_mixture_projected,
+    gauss_hermite_rule,
+    monte_carlo,
+)
+
+__version__ = "0.1.0"
+
+
+def enable_x64() -> None:
+    """Turn on float64 in JAX (theory checks need it)."""
+    jax.config.update("jax_enable_x64", True)
+
+
+__all__ = [
+    "GaussianMixture",
+    "psd_factor",
+    "attention_gates",
+    "softmax_attention_limit",
+    "softmax_attention_limit_shared",
+    "linear_attention_limit",
+    "softmax_attention",
+    "linear_attention",
+    "weighted_attention",
+    "mixture_decomposition",
+    "softmax_score",
+    "rbf_score",
+    "effective_sample_size",
+    "empirical_ess",
+    "finite_prompt_variance",
+    "gauss_hermite_rule",
+    "expect_gaussian",
+    "expect_mixture",
+    "expect_gaussian_projected",
+    "expect_mixture_projected",
+    "monte_carlo",
+    "enable_x64",
+    "__version__",
+]

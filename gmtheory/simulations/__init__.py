@@ -1,0 +1,22 @@
+"""Experiments: each has a frozen config with ``quick`` and ``paper`` profiles.
+
+``gmtheory run NAME [--profile quick|paper] [--set key=value ...]`` runs one.
+"""
+
+from ._base import (
+    SIMULATIONS,
+    Simulation,
+    get_simulation,
+    make_config,
+    parse_overrides,
+    register,
+    run_simulation,
+)
+
+
+def _load_all() -> None:
+    from . import gated_experts, prompt_convergence  # noqa: F401
+
+
+__all__ = ["SIMULATIONS", "Simulation", "get_simulation", "make_config", "parse_overrides",
+           "register", "run_simulation"]

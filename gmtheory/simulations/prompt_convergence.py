@@ -1,0 +1,178 @@
+"""Finite-prompt convergence of softmax and linear attention to their limits.
+
+Reference: softmax-gaussian-mixtures.md §5 and §6 checks 5–6.  For a random
+3-component heteroscedastic mixture in d = 3 (check 1 protocol), sample ``reps``
+independent prompts of ``L`` tokens and record the squared error of the finite-
+prompt operator against the closed form (Prop. 2.1 for softmax, §1.4 for linear).
+A second sweep fixes ``L`` and grows ``u^T Gamma u``; the error there is predicted by
+the delta-method variance (:func:`gmtheory.finite_prompt_variance`), i.e. by the ESS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.stats import linregress
+
+from ..operators import (
+    effective_sample_size,
+    finite_prompt_variance,
+    linear_attention,
+    linear_attention_limit,
+    softmax_attention,
+    softmax_attention_limit,
+)
+from ..problems import random_attention, random_mixture, scale_to_quad, stream_key
+from ._base import Simulation, register
+
+__all__ = ["PromptConvergenceConfig", "make_problem", "prompt_sq_errors", "fit_loglog"]
+
+
+@dataclass(frozen=True)
+class PromptConvergenceConfig:
+    seed: int = 0
+    d: int = 3
+    n_components: int = 3
+    n_queries: int = 4
+    max_quad: float = 1.0
+    Ls: tuple[int, ...] = (100, 316, 1000, 3162, 10000, 31623, 100000)
+    reps: int = 64
+    quad_levels: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 3.0, 4.0)
+    L_ess: int = 3000
+    reps_ess: int = 256
+
+    @classmethod
+    def quick(cls):
+        return cls()
+
+    @classmethod
+    def paper(cls):
+        return cls(
+            Ls=(100, 316, 1000, 3162, 10000, 31623, 100000, 316228, 1000000),
+            reps=256,
+            reps_ess=2048,
+        )
+
+
+def make_problem(seed: int, d: int, n_components: int, n_queries: int, max_quad: float):
+    """The seeded mixture and ``(U, V, z)`` used by this experiment and by check 6."""
+    mix = random_mixture(stream_key(seed, "mixture"), n_components, d)
+    U, V, z = random_attention(stream_key(seed, "attention"), mix, n_queries, max_quad=max_quad)
+    return mix, U, V, z
+
+
+@partial(jax.jit, static_argnames=("L",))
+def _sample_prompts(mixture, keys, L):
+    return jax.vmap(lambda k: mixture.sample(k, L)[0])(keys)
+
+
+def prompt_sq_errors(key, mixture, U, V, z, L: int, reps: int, *, kind: str = "softmax",
+                     max_tokens: int = 1 << 22):
+    """Squared errors ``|T[mu_L](z) - T[mu](z)|^2`` over ``reps`` independent prompts.
+
+    Prompt ``r`` uses key ``fold_in(key, r)``.  Returns ``(reps, n)``.
+    """
+    if kind not in ("softmax", "linear"):
+        raise ValueError(f"kind: must be 'softmax' or 'linear', got {kind!r}.")
+    limit = (softmax_attention_limit if kind == "softmax" else linear_attention_limit)(
+        mixture, U, V, z
+    )
+    op = softmax_attention if kind == "softmax" else linear_attention
+    batch = max(1, min(reps, max_tokens // L))
+    out = []
+    for start in range(0, reps, batch):
+        r = jnp.arange(start, min(reps, start + batch))
+        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(r)
+        toks = _sample_prompts(mixture, keys, L)
+        est = op(toks, U, V, z)
+        out.append(jnp.sum((est - limit[None]) ** 2, axis=-1))
+    return jnp.concatenate(out, axis=0)
+
+
+def fit_loglog(x, y):
+    """Least-squares slope and intercept of ``log y`` against ``log x`` (scipy linregress)."""
+    res = linregress(np.log(np.asarray(x, float)), np.log(np.asarray(y, float)))
+    return float(res.slope), float(res.intercept), float(res.stderr)
+
+
+def _points(cfg):
+    pts = [{"kind": "L", "L": int(L)} for L in cfg.Ls]
+    pts += [{"kind": "ess", "q": float(q)} for q in cfg.quad_levels]
+    return pts
+
+
+def _run_point(cfg, point, key):
+    mix, U, V, z = make_problem(cfg.seed, cfg.d, cfg.n_components, cfg.n_queries, cfg.max_quad)
+    if point["kind"] == "L":
+        L = point["L"]
+        ks, kl = jax.random.split(key)
+        return {
+            "soft": prompt_sq_errors(ks, mix, U, V, z, L, cfg.reps, kind="softmax"),
+            "lin": prompt_sq_errors(kl, mix, U, V, z, L, cfg.reps, kind="linear"),
+        }
+    q = point["q"]
+    zq = z[:1]
+    Uq = scale_to_quad(mix, U, zq, q)
+    errs = prompt_sq_errors(key, mix, Uq, V, zq, cfg.L_ess, cfg.reps_ess, kind="softmax")
+    return {
+        "errs": errs[:, 0],
+        "pred": jnp.sum(finite_prompt_variance(mix, Uq, V, zq)),
+        "ess_frac": effective_sample_size(mix, Uq, zq, 1.0)[0],
+    }
+
+
+def _assemble(cfg, points, results):
+    mix, U, V, z = make_problem(cfg.seed, cfg.d, cfg.n_components, cfg.n_queries, cfg.max_quad)
+    nL = len(cfg.Ls)
+    Ls = np.array(cfg.Ls, float)
+    soft = np.stack([r["soft"] for r in results[:nL]])  # (nL, reps, n)
+    lin = np.stack([r["lin"] for r in results[:nL]])
+    ess_res = results[nL:]
+    lvar = np.asarray(jnp.sum(finite_prompt_variance(mix, U, V, z), axis=-1))  # (n,)
+    lmse = np.array([cfg.L_ess * r["errs"].mean() for r in ess_res])
+    lmse_se = np.array([cfg.L_ess * r["errs"].std(ddof=1) / np.sqrt(r["errs"].size)
+                        for r in ess_res])
+    return {
+        "Ls": Ls,
+        "mse_soft": soft.mean(axis=1),  # (nL, n)
+        "mse_lin": lin.mean(axis=1),
+        "mse_soft_se": soft.std(axis=1, ddof=1) / np.sqrt(cfg.reps),
+        "pred_mse_soft": lvar[None] / Ls[:, None],
+        "ess_frac": np.asarray(effective_sample_size(mix, U, z, 1.0)),
+        "quad": np.asarray(jnp.einsum("ni,kij,nj->nk", z @ U.T, mix.covs, z @ U.T).max(1)),
+        "quad_levels": np.array(cfg.quad_levels, float),
+        "lmse": lmse,
+        "lmse_se": lmse_se,
+        "lmse_pred": np.array([float(r["pred"]) for r in ess_res]),
+        "ess_frac_levels": np.array([float(r["ess_frac"]) for r in ess_res]),
+    }
+
+
+def _summary(cfg, a):
+    s_soft = fit_loglog(a["Ls"], np.sqrt(a["mse_soft"].mean(1)))[0]
+    s_lin = fit_loglog(a["Ls"], np.sqrt(a["mse_lin"].mean(1)))[0]
+    lines = [
+        f"RMSE slope vs L: softmax {s_soft:+.3f}, linear {s_lin:+.3f} (theory -0.5)",
+        "u^T Gamma u   L*MSE (measured +- se)   L*MSE (delta method)   ESS/L",
+    ]
+    for q, m, se, p, e in zip(a["quad_levels"], a["lmse"], a["lmse_se"], a["lmse_pred"],
+                              a["ess_frac_levels"], strict=True):
+        lines.append(f"{q:10.2f}   {m:10.4g} +- {se:8.2g}   {p:18.4g}   {e:8.3f}")
+    return lines
+
+
+register(
+    Simulation(
+        name="prompt-convergence",
+        description="Finite-prompt softmax/linear attention vs their infinite-prompt limits.",
+        config_cls=PromptConvergenceConfig,
+        points=_points,
+        run_point=_run_point,
+        assemble=_assemble,
+        summary=_summary,
+    )
+)
