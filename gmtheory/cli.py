@@ -1,0 +1,197 @@
+"""The ``gmtheory`` command: verify, figures, run, reproduce, bench."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+EPILOG = """examples:
+  gmtheory verify                      run every registered check
+  gmtheory verify --only operator      checks whose id contains 'operator'
+  gmtheory figures                     all figures, quick profile, into figures-out/
+  gmtheory run prompt-convergence --set reps=128,Ls=100,1000,10000
+  gmtheory reproduce                   all checks + all figures + a Markdown report
+  gmtheory bench operator
+"""
+
+
+def _setup():
+    import gmtheory
+
+    gmtheory.enable_x64()
+
+
+def cmd_verify(args) -> int:
+    from .verify import format_table, run_checks, select_checks, write_json
+
+    results = run_checks(select_checks(args.only), progress=not args.no_progress)
+    print(format_table(results))
+    for r in results:
+        if r.error:
+            print(f"\n[{r.id}] raised:\n{r.error}", file=sys.stderr)
+    if args.json:
+        write_json(results, args.json)
+        print(f"wrote {args.json}")
+    return 0 if all(r.passed for r in results) else 1
+
+
+def cmd_figures(args) -> int:
+    from .figures import all_figures, get_figure, make_figure
+
+    names = args.names or all_figures()
+    for n in names:
+        get_figure(n)  # unknown names fail before any work
+    for n in names:
+        t0 = time.perf_counter()
+        path = make_figure(n, profile=args.profile, out_dir=args.out, results_dir=args.results,
+                           force=args.force, progress=not args.no_progress)
+        print(f"{n:<24} {path}  ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from .simulations import get_simulation, make_config, parse_overrides, run_simulation
+
+    sim = get_simulation(args.simulation)
+    overrides = parse_overrides(sim.config_cls, args.set)
+    cfg = make_config(sim, args.profile, overrides)
+    arrays, meta, stem = run_simulation(args.simulation, args.profile, overrides,
+                                        results_dir=args.results, force=args.force,
+                                        progress=not args.no_progress)
+    print(f"{sim.name}: {sim.description}")
+    print(f"config: {cfg}")
+    if sim.summary:
+        for line in sim.summary(cfg, arrays):
+            print(line)
+    print(f"results: {stem}.npz (+ .json)")
+    return 0
+
+
+def cmd_reproduce(args) -> int:
+    from .cache import atomic_write_bytes, provenance
+    from .figures import all_figures, get_figure, make_figure
+    from .verify import format_table, run_checks, select_checks, write_json
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    print("== checks ==")
+    results = run_checks(select_checks(None), progress=not args.no_progress)
+    table = format_table(results)
+    print(table)
+    write_json(results, out / "checks.json")
+    print("\n== figures (profile: quick) ==")
+    figs = []
+    for n in all_figures():
+        t1 = time.perf_counter()
+        path = make_figure(n, profile="quick", out_dir=out / "figures", results_dir=args.results,
+                           force=args.force, progress=not args.no_progress)
+        figs.append((n, path, time.perf_counter() - t1))
+        print(f"{n:<24} {path}  ({figs[-1][2]:.1f} s)")
+    total = time.perf_counter() - t0
+    n_ok = sum(r.passed for r in results)
+    lines = [
+        "# gmtheory reproduce report", "",
+        f"{n_ok} of {len(results)} checks passed; {len(figs)} figures; {total:.0f} s in total.",
+        "", "## Checks", "",
+        "| check | claim | reference | discrepancy | tolerance (why) | result | s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        status = "PASS" if r.passed else "FAIL"
+        lines.append(f"| `{r.id}` | {r.claim} | {r.reference} | {r.discrepancy:.3g} | "
+                     f"{r.tolerance:.3g} ({r.justification}) | {status} | {r.seconds:.1f} |")
+    lines += ["", "## Figures", ""]
+    for n, path, secs in figs:
+        lines += [f"### {n}", "", f"![{n}]({path.relative_to(out)})", "",
+                  f"*{get_figure(n).caption}* ({secs:.1f} s)", ""]
+    lines += ["## Provenance", "", "```", json.dumps(provenance(), indent=2), "```", ""]
+    atomic_write_bytes(out / "report.md", "\n".join(lines).encode())
+    print(f"\n{n_ok} passed, {len(results) - n_ok} failed; figures: {len(figs)}; "
+          f"report: {out / 'report.md'}; {total:.0f} s")
+    return 0 if n_ok == len(results) else 1
+
+
+def cmd_bench(args) -> int:
+    from .bench import BENCHES
+
+    if args.name not in BENCHES:
+        raise ValueError(f"bench: unknown name {args.name!r}; choose from {sorted(BENCHES)}.")
+    fn, fmt = BENCHES[args.name]
+    res = fn(quick=args.quick, repeats=args.repeats)
+    print(fmt(res))
+    if args.json:
+        from .cache import atomic_write_bytes
+
+        atomic_write_bytes(Path(args.json), json.dumps(res, indent=2).encode())
+        print(f"wrote {args.json}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gmtheory",
+        description="Attention in the infinite-prompt limit: checks, figures, experiments.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sp):
+        sp.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+    sp = sub.add_parser("verify", help="run the registered numerical checks")
+    sp.add_argument("--only", metavar="PATTERN",
+                    help="comma-separated substrings or globs of check ids")
+    sp.add_argument("--json", metavar="PATH", help="also write results as JSON")
+    common(sp)
+    sp.set_defaults(func=cmd_verify)
+
+    sp = sub.add_parser("figures", help="draw figures from cached (or fresh) simulations")
+    sp.add_argument("names", nargs="*", metavar="NAME", help="figure names (default: all)")
+    sp.add_argument("--profile", choices=("quick", "paper"), default="quick")
+    sp.add_argument("--out", default="figures-out", help="output folder (default figures-out)")
+    sp.add_argument("--results", default="results", help="simulation cache folder")
+    sp.add_argument("--force", action="store_true", help="recompute cached simulations")
+    common(sp)
+    sp.set_defaults(func=cmd_figures)
+
+    sp = sub.add_parser("run", help="run one simulation (resumable, cached)")
+    sp.add_argument("simulation", metavar="SIMULATION")
+    sp.add_argument("--profile", choices=("quick", "paper"), default="quick")
+    sp.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="override config fields; a=1,b=2 and tuples Ls=10,100 allowed")
+    sp.add_argument("--results", default="results", help="simulation cache folder")
+    sp.add_argument("--force", action="store_true", help="ignore the cache")
+    common(sp)
+    sp.set_defaults(func=cmd_run)
+
+    sp = sub.add_parser("reproduce", help="all checks, then all figures (quick), and a report")
+    sp.add_argument("--out", default="reproduce-out", help="output folder")
+    sp.add_argument("--results", default="results", help="simulation cache folder")
+    sp.add_argument("--force", action="store_true", help="recompute cached simulations")
+    common(sp)
+    sp.set_defaults(func=cmd_reproduce)
+
+    sp = sub.add_parser("bench", help="throughput benchmarks against same-process baselines")
+    sp.add_argument("name", metavar="NAME", help="benchmark: operator")
+    sp.add_argument("--quick", action="store_true", help="smaller sizes")
+    sp.add_argument("--repeats", type=int, default=5, help="timed repeats (median reported)")
+    sp.add_argument("--json", metavar="PATH", help="also write results as JSON")
+    sp.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    _setup()
+    try:
+        return args.func(args)
+    except ValueError as exc:
+        print(f"gmtheory {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

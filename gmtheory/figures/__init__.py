@@ -1,0 +1,14 @@
+"""One module per figure; each draws from a cached simulation result."""
+
+from ._base import FIGURES, Figure, get_figure, make_figure, register_figure, style_path
+
+
+def all_figures() -> list[str]:
+    from ._base import _load_all
+
+    _load_all()
+    return list(FIGURES)
+
+
+__all__ = ["FIGURES", "Figure", "get_figure", "make_figure", "register_figure", "style_path",
+           "all_figures"]

@@ -1,0 +1,65 @@
+"""Figure registry: each figure draws from one cached simulation result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Figure", "register_figure", "FIGURES", "get_figure", "make_figure", "style_path"]
+
+FIGURES: dict[str, Figure] = {}
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    simulation: str
+    caption: str
+    draw: Callable  # (arrays, meta) -> matplotlib.figure.Figure
+
+
+def register_figure(fig: Figure) -> Figure:
+    FIGURES[fig.name] = fig
+    return fig
+
+
+def _load_all():
+    from . import gated_experts, prompt_convergence  # noqa: F401
+
+
+def get_figure(name: str) -> Figure:
+    _load_all()
+    if name not in FIGURES:
+        raise ValueError(f"figure: unknown name {name!r}; choose from {sorted(FIGURES)}.")
+    return FIGURES[name]
+
+
+def style_path() -> Path:
+    return Path(__file__).with_name("gmtheory.mplstyle")
+
+
+def make_figure(name: str, *, profile="quick", out_dir="figures-out", results_dir="results",
+                force=False, progress=True) -> Path:
+    """Run (or load) the figure's simulation, draw it and save ``<out_dir>/<name>.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..simulations import run_simulation
+
+    fig_spec = get_figure(name)
+    arrays, meta, _ = run_simulation(fig_spec.simulation, profile, results_dir=results_dir,
+                                     force=force, progress=progress)
+    with plt.style.context(str(style_path())):
+        fig = fig_spec.draw(arrays, meta)
+        fig.text(0.01, -0.02, fig_spec.caption, ha="left", va="top", fontsize=9, wrap=True,
+                 style="italic")
+        out = Path(out_dir) / f"{name}.png"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp.png")
+        fig.savefig(tmp)
+        plt.close(fig)
+        tmp.replace(out)
+    return out

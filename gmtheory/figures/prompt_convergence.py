@@ -1,0 +1,56 @@
+"""Finite-prompt convergence to the infinite-prompt limit (reference §5, checks 5–6)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ..simulations.prompt_convergence import fit_loglog
+from ._base import Figure, register_figure
+
+
+def draw(a, meta):
+    fig, (ax1, ax2) = plt.subplots(1, 2)
+    Ls = a["Ls"]
+    rms_s = np.sqrt(a["mse_soft"].mean(1))
+    rms_l = np.sqrt(a["mse_lin"].mean(1))
+    pred = np.sqrt(a["pred_mse_soft"].mean(1))
+    for y, lab, mk in ((rms_s, "softmax", "o"), (rms_l, "linear", "s")):
+        slope, icpt, err = fit_loglog(Ls, y)
+        line = ax1.loglog(Ls, y, mk, label=f"{lab}: measured")[0]
+        ax1.loglog(Ls, np.exp(icpt) * Ls**slope, "-", color=line.get_color(), alpha=0.6,
+                   label=f"{lab}: fit, slope {slope:+.3f} ± {err:.3f}")
+    ax1.loglog(Ls, pred, "k--", lw=1, label="softmax: delta-method prediction")
+    ess = a["ess_frac"].mean()
+    ax1.set_xlabel("prompt length L (tokens)")
+    ax1.set_ylabel("RMS error  |T[μ_L](z) − T[μ](z)|")
+    ax1.set_title(f"Convergence in L (mean ESS/L = {ess:.2f}, max uᵀΓu ≤ 1)")
+    ax1.legend()
+    q = a["quad_levels"]
+    ax2.errorbar(q, a["lmse"], yerr=2 * a["lmse_se"], fmt="o", capsize=3,
+                 label="measured L·MSE (±2 SE)")
+    qq = np.linspace(q.min(), q.max(), 100)
+    ax2.semilogy(q, a["lmse_pred"], "k--", label="delta method (closed form)")
+    ref = a["lmse_pred"][0] * np.exp(qq - q[0])
+    ax2.semilogy(qq, ref, ":", color="gray", label="∝ exp(uᵀΓu) = L/ESS for one Gaussian")
+    L_ess = meta["config"]["L_ess"]
+    for x, e in zip(q, a["ess_frac_levels"], strict=True):
+        ax2.annotate(f"ESS={e * L_ess:.0f}", (x, a["lmse_pred"][list(q).index(x)]),
+                     textcoords="offset points", xytext=(4, 6), fontsize=7)
+    ax2.set_xlabel("max_k uᵀΓ_k u  (u = U z)")
+    ax2.set_ylabel(f"L · MSE at L = {L_ess}")
+    ax2.set_title("Error grows as the effective sample size shrinks")
+    ax2.legend()
+    fig.tight_layout()
+    return fig
+
+
+register_figure(Figure(
+    name="prompt-convergence",
+    simulation="prompt-convergence",
+    caption=("Finite-prompt attention on a 3-component mixture in d = 3 converges to the "
+             "closed form at rate L^-1/2 (left); at fixed L the softmax error scales with "
+             "1/ESS (right). Where ESS is small the measured error falls below the "
+             "asymptotic prediction: rare heavy weights are not yet sampled."),
+    draw=draw,
+))
