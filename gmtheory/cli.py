@@ -14,6 +14,7 @@ EPILOG = """examples:
   gmtheory figures                     all figures, quick profile, into figures-out/
   gmtheory run prompt-convergence --set reps=128,Ls=100,1000,10000
   gmtheory reproduce                   all checks + all figures + a Markdown report
+  gmtheory derive --out derivations.md
   gmtheory bench operator
 """
 
@@ -83,6 +84,10 @@ def cmd_reproduce(args) -> int:
     table = format_table(results)
     print(table)
     write_json(results, out / "checks.json")
+    print("\n== derivations ==")
+    from .derivations.attention_mgf import write_markdown
+
+    print(f"wrote {write_markdown(out / 'derivations.md')}")
     print("\n== figures (profile: quick) ==")
     figs = []
     for n in all_figures():
@@ -96,6 +101,7 @@ def cmd_reproduce(args) -> int:
     lines = [
         "# gmtheory reproduce report", "",
         f"{n_ok} of {len(results)} checks passed; {len(figs)} figures; {total:.0f} s in total.",
+        "", "Symbolic derivations: [derivations.md](derivations.md).",
         "", "## Checks", "",
         "| check | claim | reference | discrepancy | tolerance (why) | result | s |",
         "|---|---|---|---|---|---|---|",
@@ -113,6 +119,22 @@ def cmd_reproduce(args) -> int:
     print(f"\n{n_ok} passed, {len(results) - n_ok} failed; figures: {len(figs)}; "
           f"report: {out / 'report.md'}; {total:.0f} s")
     return 0 if n_ok == len(results) else 1
+
+
+def cmd_derive(args) -> int:
+    from .derivations.attention_mgf import derive, write_markdown
+
+    d = derive()
+    residuals = {k: v for k, v in d.items() if k.endswith("_residual")}
+    for k, v in residuals.items():
+        print(f"{k:<26} {v}")
+    path = write_markdown(args.out)
+    print(f"wrote {path}")
+    import sympy
+
+    ok = all(all(e == 0 for e in (list(v) if isinstance(v, sympy.MatrixBase) else [v]))
+             for v in residuals.values())
+    return 0 if ok else 1
 
 
 def cmd_bench(args) -> int:
@@ -173,6 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--force", action="store_true", help="recompute cached simulations")
     common(sp)
     sp.set_defaults(func=cmd_reproduce)
+
+    sp = sub.add_parser("derive", help="run the sympy derivations and write them as LaTeX")
+    sp.add_argument("--out", default="derivations.md", help="Markdown file to write")
+    sp.set_defaults(func=cmd_derive)
 
     sp = sub.add_parser("bench", help="throughput benchmarks against same-process baselines")
     sp.add_argument("name", metavar="NAME", help="benchmark: operator")

@@ -34,8 +34,12 @@ def scale_to_quad(mixture: GaussianMixture, U, z, target: float):
     return U * jnp.sqrt(target / jnp.max(quad))
 
 
-def random_attention(key, mixture: GaussianMixture, n_queries: int, *, max_quad=1.0, d_out=None):
-    """Random ``(U, V, z)``: Gaussian entries, ``U`` scaled so ``max (Uz)^T Gamma_k (Uz) = max_quad``."""
+def random_attention(key, mixture: GaussianMixture, n_queries: int, *, max_quad=1.0,
+                     d_out=None):
+    """Random ``(U, V, z)`` with Gaussian entries.
+
+    ``U`` is scaled so that ``max (Uz)^T Gamma_k (Uz) = max_quad`` over the queries.
+    """
     d = mixture.dim
     d_out = d if d_out is None else d_out
     ku, kv, kz = jax.random.split(key, 3)

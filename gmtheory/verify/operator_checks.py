@@ -97,8 +97,8 @@ def check_large_scores():
     max_logit = 0.0
     for i, q in enumerate(Z):
         u = Un @ q
-        logits = [mpmath.log(W[k]) + mpmath.mpf(float(M[k] @ u)) + mpmath.mpf(0.5 * float(u @ C[k] @ u))
-                  for k in range(3)]
+        logits = [mpmath.log(W[k]) + mpmath.mpf(float(M[k] @ u))
+                  + mpmath.mpf(0.5 * float(u @ C[k] @ u)) for k in range(3)]
         max_logit = max(max_logit, max(abs(float(v)) for v in logits))
         ws = [mpmath.exp(v) for v in logits]
         tot = sum(ws)

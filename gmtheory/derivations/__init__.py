@@ -1,0 +1,1 @@
+"""Symbolic derivations (sympy) that print LaTeX and expose their expressions."""

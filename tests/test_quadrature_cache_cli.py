@@ -1,0 +1,115 @@
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gmtheory as g
+from gmtheory.cache import load_result, save_result
+from gmtheory.cli import main
+
+
+def test_gauss_hermite_polynomial_exactness():
+    mean, cov = jnp.array([0.3, -1.0]), jnp.array([[2.0, 0.5], [0.5, 1.0]])
+    # E[x x^T] = cov + m m^T; exact for degree <= 2*order-1
+    val = g.expect_gaussian(lambda x: x[:, :, None] * x[:, None, :], mean, cov, order=3)
+    np.testing.assert_allclose(val, cov + jnp.outer(mean, mean), rtol=1e-13)
+    proj = g.expect_gaussian_projected(lambda y: y[:, 0] ** 2, mean, cov,
+                                       jnp.array([[1.0], [1.0]]), order=3)
+    np.testing.assert_allclose(proj, jnp.sum(cov) + jnp.sum(mean) ** 2, rtol=1e-13)
+    with pytest.raises(ValueError, match="order"):
+        g.gauss_hermite_rule(100, 5)
+
+
+def test_monte_carlo_se_covers(key):
+    mix = g.GaussianMixture.isotropic([0.4, 0.6], jnp.array([[1.0], [-2.0]]), [1.0, 0.5])
+    est, se = g.monte_carlo(lambda x: x[:, 0] ** 2, mix.sample, key, 200_000, batch=50_000)
+    exact = g.expect_mixture(lambda x: x[:, 0] ** 2, mix, order=5)
+    assert abs(float(est - exact)) < 5 * float(se)
+    assert 0 < float(se) < 0.02
+
+
+def test_cache_atomic_corrupt_stale(tmp_path):
+    stem = tmp_path / "r"
+    save_result(stem, {"a": np.arange(3)}, {"key": "k1"})
+    arrays, meta = load_result(stem, "k1")
+    assert meta["provenance"]["gmtheory"] == g.__version__
+    np.testing.assert_array_equal(arrays["a"], np.arange(3))
+    assert load_result(stem, "other") is None  # stale
+    stem.with_suffix(".npz").write_bytes(b"garbage")
+    assert load_result(stem, "k1") is None  # corrupt
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_sweep_resumes(tmp_path, monkeypatch, capsys):
+    from gmtheory.simulations import _base, get_simulation, run_simulation
+
+    sim = get_simulation("prompt-convergence")
+    small = ["Ls=50,100", "reps=4", "quad_levels=0.5,1.0", "L_ess=100", "reps_ess=8"]
+    over = _base.parse_overrides(sim.config_cls, small)
+    a1, m1, stem = run_simulation("prompt-convergence", overrides=over, results_dir=tmp_path,
+                                  progress=False)
+    # simulate an interrupted sweep: drop the final result and one point
+    stem.with_suffix(".json").unlink()
+    pts = sorted((stem.parent / (stem.name + ".points")).glob("point-*.json"))
+    pts[1].unlink()
+    calls = []
+    orig = sim.run_point
+    import dataclasses
+
+    monkeypatch.setitem(_base.SIMULATIONS, "prompt-convergence", dataclasses.replace(
+        sim, run_point=lambda *a: calls.append(a[1]) or orig(*a)))
+    a2, _, _ = run_simulation("prompt-convergence", overrides=over, results_dir=tmp_path,
+                              progress=False)
+    assert len(calls) == 1 and calls[0] == m1["points"][1]
+    for k in a1:
+        np.testing.assert_array_equal(a1[k], a2[k])  # same seed -> same numbers
+
+
+def test_parse_overrides_errors():
+    from gmtheory.simulations import get_simulation, parse_overrides
+
+    cls = get_simulation("prompt-convergence").config_cls
+    assert parse_overrides(cls, ["reps=5,Ls=10,20"]) == {"reps": 5, "Ls": (10, 20)}
+    with pytest.raises(ValueError, match="unknown parameter 'bogus'"):
+        parse_overrides(cls, ["bogus=1"])
+    with pytest.raises(ValueError, match="--set reps"):
+        parse_overrides(cls, ["reps=abc"])
+
+
+def test_cli_errors_and_help(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for cmd in ("verify", "figures", "run", "reproduce", "bench", "derive"):
+        assert cmd in out
+    assert main(["figures", "nope"]) == 2
+    assert "unknown name 'nope'" in capsys.readouterr().err
+    assert main(["verify", "--only", "zzz-nothing"]) == 2
+
+
+def test_cli_verify_json(tmp_path):
+    path = tmp_path / "v.json"
+    assert main(["verify", "--only", "operator.03", "--json", str(path), "--no-progress"]) == 0
+    data = json.loads(path.read_text())
+    (c,) = data["checks"]
+    assert c["passed"] and c["discrepancy"] < c["tolerance"]
+
+
+def test_figures_written(tmp_path):
+    assert main(["figures", "gated-experts", "--out", str(tmp_path / "f"), "--results",
+                 str(tmp_path / "r"), "--no-progress"]) == 0
+    png = tmp_path / "f" / "gated-experts.png"
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_prng_is_explicit():
+    """Same seed, same numbers: the simulation problem is a function of the seed."""
+    from gmtheory.simulations.prompt_convergence import make_problem
+
+    a = make_problem(3, 3, 3, 4, 1.0)
+    b = make_problem(3, 3, 3, 4, 1.0)
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
+        np.testing.assert_array_equal(x, y)
