@@ -106,10 +106,12 @@ def cmd_reproduce(args) -> int:
         "| check | claim | reference | discrepancy | tolerance (why) | result | s |",
         "|---|---|---|---|---|---|---|",
     ]
+    cell = lambda text: str(text).replace("|", "\\|")
     for r in results:
         status = "PASS" if r.passed else "FAIL"
-        lines.append(f"| `{r.id}` | {r.claim} | {r.reference} | {r.discrepancy:.3g} | "
-                     f"{r.tolerance:.3g} ({r.justification}) | {status} | {r.seconds:.1f} |")
+        lines.append(f"| `{r.id}` | {cell(r.claim)} | {r.reference} | {r.discrepancy:.3g} | "
+                     f"{r.tolerance:.3g} ({cell(r.justification)}) | {status} | "
+                     f"{r.seconds:.1f} |")
     lines += ["", "## Figures", ""]
     for n, path, secs in figs:
         lines += [f"### {n}", "", f"![{n}]({path.relative_to(out)})", "",
