@@ -25,7 +25,7 @@ def register_figure(fig: Figure) -> Figure:
 
 
 def _load_all():
-    from . import gated_experts, prompt_convergence  # noqa: F401
+    from . import approx, gated_experts, prompt_convergence  # noqa: F401
 
 
 def get_figure(name: str) -> Figure:

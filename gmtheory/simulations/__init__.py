@@ -15,7 +15,7 @@ from ._base import (
 
 
 def _load_all() -> None:
-    from . import gated_experts, prompt_convergence  # noqa: F401
+    from . import approx_rates, approx_trained, gated_experts, prompt_convergence  # noqa: F401
 
 
 __all__ = ["SIMULATIONS", "Simulation", "get_simulation", "make_config", "parse_overrides",

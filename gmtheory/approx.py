@@ -1,0 +1,341 @@
+"""ReLU -> softmax attention: explicit constructions with resource counts and bounds.
+
+Reference: relu-to-softmax.md.  Every construction evaluates through the toolkit's
+finite-prompt operator :func:`gmtheory.softmax_attention` on constructed tokens
+(score ``key^T U query``), never through a closed-form shortcut.  A "head" is one
+softmax-attention head; a "layer" is a set of heads applied in parallel, with affine
+maps of their outputs between layers.
+
+Building blocks and their bounds (``c = max_{u>0} u / (1 + e^u) ~ 0.2785``):
+
+* :func:`relu` — two keys with scores ``(beta t, 0)`` and values ``(t, 0)`` give
+  ``t sigma(beta t)``; ``sup_t |t sigma(beta t) - ReLU(t)| = c / beta`` exactly.
+* :func:`interpolation_head` — ``p`` anchors ``a_j`` on ``[a, b]``; the score
+  ``beta (2 a_j y - a_j^2) = -beta (y - a_j)^2 + const`` makes softmax a near-argmax
+  over anchors, approximating ``clip(y, a, b)``.  Derived bound (spacing
+  ``h = (b - a)/(p - 1)``, ``q = exp(-beta h^2)``): ``h + 2 (b - a) q / (1 - q)``.
+* :func:`max_one_head` — one head over ``n`` scores ``beta x_i``:
+  ``0 <= max - out <= log(n)/beta`` and ``<= (n - 1) range e^{-beta delta}``.
+* :func:`max_relu_tree` — ``max(x, y) = y + ReLU(x - y)``, depth ``ceil(log2 n)``;
+  each level adds at most ``c/beta`` (max is 1-Lipschitz): bound ``depth c / beta``.
+* :func:`square` — Yarotsky's sawtooth ``x - sum_{s<=m} g_s(x)/4^s`` with the hat
+  ``g = 2R(x) - 4R(x - 1/2) + 2R(x - 1)`` built from attention-ReLUs.  Derived bound:
+  ``4^{-(m+1)} + 8 c / beta`` on ``[0, 1]`` (the hat errs by ``<= 8c/beta``, ``g`` is
+  2-Lipschitz, and ``sum_s (2^s - 1) / 4^s < 1``).
+* :func:`multiply` — ``xy = 2 sq((x+y)/2) - sq(x)/2 - sq(y)/2`` on ``[0, 1]^2``: bound
+  ``3 x`` the squaring bound.
+* :func:`reciprocal_pl` — ``1/x`` on ``[a, 1]`` by the ReLU form of the piecewise-linear
+  interpolant with ``n`` pieces: ``(1-a)^2 / (4 a^3 n^2) + TV c / beta`` with ``TV`` the
+  sum of the absolute slope coefficients.
+* :func:`reciprocal_newton` — ``y <- y (2 - x y)`` from ``y_0 = 1`` with attention
+  multiplications; ``r = 1 - x y`` obeys ``|r_{k+1}| <= r_k^2 + delta`` with ``delta`` the
+  multiplication error, so ``|y_k - 1/x| <= R_k / a``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.optimize import brentq
+
+from ._validation import as_float_array, check_finite
+from .operators import softmax_attention
+
+__all__ = [
+    "Resources",
+    "RELU_C",
+    "relu",
+    "relu_bound",
+    "interpolation_head",
+    "interpolation_bound",
+    "max_one_head",
+    "max_one_head_bound",
+    "max_relu_tree",
+    "max_relu_tree_bound",
+    "square",
+    "square_bound",
+    "beta_for_levels",
+    "multiply",
+    "multiply_bound",
+    "reciprocal_pl",
+    "reciprocal_pl_bound",
+    "reciprocal_newton",
+    "reciprocal_newton_bound",
+]
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Resources of a construction: softmax heads, layers, largest scale, anchors."""
+
+    heads: int
+    layers: int
+    max_beta: float
+    anchors: int = 0
+
+    def __add__(self, other: Resources) -> Resources:  # sequential composition
+        return Resources(self.heads + other.heads, self.layers + other.layers,
+                         max(self.max_beta, other.max_beta), self.anchors + other.anchors)
+
+
+def _relu_constant() -> float:
+    # maximiser of u/(1+e^u): derivative zero where 1 + e^u - u e^u = 0
+    u = brentq(lambda u: 1.0 + math.exp(u) - u * math.exp(u), 0.5, 3.0, xtol=1e-15)
+    return u / (1.0 + math.exp(u))
+
+
+RELU_C = _relu_constant()
+
+
+def _check_beta(beta):
+    if isinstance(beta, jax.core.Tracer):
+        return beta
+    if not (np.isfinite(beta) and beta > 0):
+        raise ValueError(f"beta: must be a positive finite scale, got {beta}.")
+    return float(beta)
+
+
+# ------------------------------------------------------------------------ ReLU
+def relu(t, beta):
+    """Attention-ReLU: one head over two keys; ``t sigma(beta t) -> ReLU(t)``.
+
+    Tokens per input: ``(t, 0)`` and ``(0, 0)``; query ``(1, 0)``; ``U = beta I``, so the
+    scores are ``(beta t, 0)``; ``V = (1, 0)`` reads values ``(t, 0)``.
+    Shapes: any ``t`` -> same shape.  Resources: 1 head, 1 layer.
+    """
+    beta = _check_beta(beta)
+    t = as_float_array(t, "t")
+    check_finite(t, "t")
+    flat = t.reshape(-1)
+    zeros = jnp.zeros_like(flat)
+    tokens = jnp.stack([jnp.stack([flat, zeros], -1), jnp.stack([zeros, zeros], -1)], axis=1)
+    q = jnp.broadcast_to(jnp.array([[1.0, 0.0]], flat.dtype), (flat.shape[0], 1, 2))
+    out = softmax_attention(tokens, beta * jnp.eye(2, dtype=flat.dtype),
+                            jnp.array([[1.0, 0.0]], flat.dtype), q)
+    return out.reshape(t.shape)
+
+
+def relu_bound(beta) -> float:
+    """``sup_t |relu(t, beta) - ReLU(t)| = c / beta`` (attained at ``t = u*/beta``)."""
+    return RELU_C / _check_beta(beta)
+
+
+# ------------------------------------------------------------- interpolation head
+def interpolation_head(y, a: float, b: float, p: int, beta):
+    """One head with ``p`` anchors approximating ``clip(y, a, b)``.
+
+    Anchor tokens ``(a_j, a_j^2)``, query ``(y, 1)``, ``U = beta diag(2, -1)`` so the score
+    is ``beta (2 a_j y - a_j^2)``; ``V = (1, 0)`` reads ``a_j``.  For a truncated linear map
+    ``clip(w^T x + t, a, b)`` pass ``y = w^T x + t``.  Shapes: ``y`` ``(n,)`` -> ``(n,)``.
+    Resources: 1 head, 1 layer, ``p`` anchors.
+    """
+    beta = _check_beta(beta)
+    if not (b > a):
+        raise ValueError(f"a, b: need a < b, got a={a}, b={b}.")
+    if int(p) < 2:
+        raise ValueError(f"p: need at least 2 anchors, got {p}.")
+    y = as_float_array(y, "y").reshape(-1)
+    check_finite(y, "y")
+    anchors = jnp.linspace(a, b, int(p), dtype=y.dtype)
+    tokens = jnp.stack([anchors, anchors**2], axis=1)
+    q = jnp.stack([y, jnp.ones_like(y)], axis=1)
+    U = beta * jnp.diag(jnp.array([2.0, -1.0], y.dtype))
+    return softmax_attention(tokens, U, jnp.array([[1.0, 0.0]], y.dtype), q)[:, 0]
+
+
+def interpolation_bound(a: float, b: float, p: int, beta) -> float:
+    """Derived bound ``h + 2 (b - a) q / (1 - q)``, ``h = (b-a)/(p-1)``, ``q = e^{-beta h^2}``."""
+    h = (b - a) / (int(p) - 1)
+    q = math.exp(-_check_beta(beta) * h * h)
+    return h + 2.0 * (b - a) * q / (1.0 - q) if q < 1 else math.inf
+
+
+# --------------------------------------------------------------------- max / min
+def max_one_head(x, beta):
+    """One head over ``n`` scores ``beta x_i`` returning ``sum_i softmax(beta x)_i x_i``.
+
+    Tokens ``x_i`` (d = 1), query 1, ``U = beta``, ``V = 1``.  Shapes: ``(B, n) -> (B,)``.
+    Resources: 1 head, 1 layer.  For the minimum use ``-max_one_head(-x, beta)``.
+    """
+    beta = _check_beta(beta)
+    x = as_float_array(x, "x")
+    if x.ndim != 2:
+        raise ValueError(f"x: expected shape (B, n), got {tuple(x.shape)}.")
+    check_finite(x, "x")
+    q = jnp.ones((x.shape[0], 1, 1), x.dtype)
+    return softmax_attention(x[..., None], jnp.full((1, 1), beta, x.dtype),
+                             jnp.ones((1, 1), x.dtype), q)[:, 0, 0]
+
+
+def max_one_head_bound(n: int, beta) -> float:
+    """``max - out <= log(n) / beta``."""
+    return math.log(int(n)) / _check_beta(beta)
+
+
+def max_relu_tree(x, beta):
+    """``max`` over ``n`` inputs by a tree of ``max(a, b) = b + ReLU(a - b)`` attention-ReLUs.
+
+    Shapes: ``(B, n) -> (B,)``.  Returns ``(out, Resources)`` with ``n - 1`` heads and
+    ``ceil(log2 n)`` layers.
+    """
+    x = as_float_array(x, "x")
+    if x.ndim != 2:
+        raise ValueError(f"x: expected shape (B, n), got {tuple(x.shape)}.")
+    cols = [x[:, i] for i in range(x.shape[1])]
+    heads = layers = 0
+    while len(cols) > 1:
+        pairs = len(cols) // 2
+        left = jnp.stack(cols[0:2 * pairs:2], 1)
+        right = jnp.stack(cols[1:2 * pairs:2], 1)
+        merged = right + relu(left - right, beta)  # one layer of parallel heads
+        nxt = [merged[:, i] for i in range(pairs)]
+        if len(cols) % 2:
+            nxt.append(cols[-1])
+        cols = nxt
+        heads += pairs
+        layers += 1
+    return cols[0], Resources(heads, layers, float(beta))
+
+
+def max_relu_tree_bound(n: int, beta) -> float:
+    """``ceil(log2 n) c / beta``: each level adds ``<= c/beta``; max is 1-Lipschitz."""
+    return math.ceil(math.log2(int(n))) * relu_bound(beta)
+
+
+# -------------------------------------------------------- Yarotsky multiplication
+def _hat(x, beta):
+    r = relu(jnp.stack([x, x - 0.5, x - 1.0]), beta)  # three heads in parallel
+    return 2.0 * r[0] - 4.0 * r[1] + 2.0 * r[2]
+
+
+def beta_for_levels(m: int, factor: float = 10.0) -> float:
+    """Scale making the attention error ``8c/beta`` a ``1/factor`` of ``4^{-(m+1)}``."""
+    return factor * 8.0 * RELU_C * 4.0 ** (int(m) + 1)
+
+
+def square(x, m: int, beta=None):
+    """Yarotsky's ``x^2 ~ x - sum_{s=1}^m g_s(x) / 4^s`` on ``[0, 1]`` with attention hats.
+
+    ``beta`` defaults to :func:`beta_for_levels` ``(m)``.  Shapes: any -> same.
+    Returns ``(out, Resources)``: ``3m`` heads, ``m`` layers.
+    """
+    m = int(m)
+    if m < 0:
+        raise ValueError(f"m: number of levels must be >= 0, got {m}.")
+    beta = beta_for_levels(m) if beta is None else _check_beta(beta)
+    x = as_float_array(x, "x")
+    check_finite(x, "x")
+    g = x
+    out = x
+    for s in range(1, m + 1):
+        g = _hat(g, beta)
+        out = out - g / 4.0**s
+    return out, Resources(3 * m, m, beta)
+
+
+def square_bound(m: int, beta=None) -> float:
+    """``4^{-(m+1)} + 8 c / beta`` on ``[0, 1]``."""
+    beta = beta_for_levels(m) if beta is None else beta
+    return 4.0 ** (-(int(m) + 1)) + 8.0 * RELU_C / _check_beta(beta)
+
+
+def multiply(x, y, m: int, beta=None):
+    """``x y = 2 sq((x+y)/2) - sq(x)/2 - sq(y)/2`` for ``x, y`` in ``[0, 1]``.
+
+    Returns ``(out, Resources)``: three squarings in parallel (``9m`` heads, ``m`` layers).
+    """
+    x = as_float_array(x, "x")
+    y = as_float_array(y, "y")
+    if x.shape != y.shape:
+        raise ValueError(f"x, y: shapes must match, got {tuple(x.shape)} and {tuple(y.shape)}.")
+    sq, res = square(jnp.stack([(x + y) / 2.0, x, y]), m, beta)
+    return 2.0 * sq[0] - 0.5 * sq[1] - 0.5 * sq[2], Resources(3 * res.heads, res.layers,
+                                                             res.max_beta)
+
+
+def multiply_bound(m: int, beta=None) -> float:
+    """``3 x`` :func:`square_bound` (coefficients 2 + 1/2 + 1/2)."""
+    return 3.0 * square_bound(m, beta)
+
+
+# -------------------------------------------------------------------- reciprocal
+def _pl_coefficients(a: float, n: int):
+    knots = np.linspace(a, 1.0, int(n) + 1)
+    vals = 1.0 / knots
+    slopes = np.diff(vals) / np.diff(knots)
+    coef = np.concatenate([[slopes[0]], np.diff(slopes)])  # ReLU(x - knot_i) weights
+    return knots, vals, coef
+
+
+def reciprocal_pl(x, a: float, n: int, beta):
+    """``1/x`` on ``[a, 1]``: ``1/a + sum_i c_i ReLU(x - x_i)`` with ``n`` attention-ReLUs.
+
+    Shapes: any -> same.  Returns ``(out, Resources)``: ``n`` heads, 1 layer.
+    """
+    if not (0 < a < 1):
+        raise ValueError(f"a: need 0 < a < 1, got {a}.")
+    if int(n) < 1:
+        raise ValueError(f"n: need at least one piece, got {n}.")
+    x = as_float_array(x, "x")
+    knots, vals, coef = _pl_coefficients(a, n)
+    r = relu(x[None] - jnp.asarray(knots[:-1]).reshape((-1,) + (1,) * x.ndim), beta)
+    out = vals[0] + jnp.tensordot(jnp.asarray(coef), r, axes=(0, 0))
+    return out, Resources(int(n), 1, float(beta))
+
+
+def reciprocal_pl_bound(a: float, n: int, beta) -> float:
+    """``(1-a)^2 / (4 a^3 n^2) + (sum_i |c_i|) c / beta``."""
+    _, _, coef = _pl_coefficients(a, n)
+    return (1 - a) ** 2 / (4 * a**3 * int(n) ** 2) + float(np.abs(coef).sum()) * relu_bound(beta)
+
+
+def reciprocal_newton(x, a: float, steps: int, m: int, beta=None):
+    """Newton ``y <- y (2 - x y)`` from ``y_0 = 1`` with attention multiplications.
+
+    Products are rescaled into ``[0, 1]``: ``x y = (1/a) mul(x, a y)`` and
+    ``y (2 - p) = (2/a) mul(a y, (2 - p)/2)``.  Returns ``(out, Resources)``.
+    """
+    if not (0 < a < 1):
+        raise ValueError(f"a: need 0 < a < 1, got {a}.")
+    x = as_float_array(x, "x")
+    y = jnp.ones_like(x)
+    res = Resources(0, 0, 0.0)
+    for _ in range(int(steps)):
+        p, r1 = multiply(x, jnp.clip(a * y, 0.0, 1.0), m, beta)
+        p = p / a
+        y2, r2 = multiply(jnp.clip(a * y, 0.0, 1.0), jnp.clip((2.0 - p) / 2.0, 0.0, 1.0), m, beta)
+        y = y2 * 2.0 / a
+        res = res + r1 + r2
+    return y, res
+
+
+def reciprocal_newton_bound(a: float, steps: int, m: int, beta=None) -> float:
+    """``R_k / a`` with ``R_0 = 1 - a`` and ``R_{k+1} = R_k^2 + delta``.
+
+    One step computes ``p = x y + e1`` with ``|e1| <= eps/a`` and ``y' = y (2 - p) + e2``
+    with ``|e2| <= 2 eps/a`` (``eps`` the :func:`multiply_bound`), so
+    ``y' = y(2 - x y) + delta`` with ``|delta| <= |y| eps/a + 2 eps/a <= eps/a^2 + 2 eps/a``
+    and ``r' = r^2 - x delta`` with ``x <= 1``.
+    """
+    eps = multiply_bound(m, beta)
+    delta = eps / a**2 + 2.0 * eps / a
+    R = 1.0 - a
+    for _ in range(int(steps)):
+        R = R * R + delta
+    return R / a
+
+
+def _sup(err) -> float:
+    return float(jnp.max(jnp.abs(err)))
+
+
+def measured_sup(fn, target, points) -> float:
+    """``max |fn(points) - target(points)|`` over the given points."""
+    return _sup(fn(points) - target(points))
+
+
+jax_relu = jax.nn.relu

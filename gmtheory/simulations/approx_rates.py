@@ -1,0 +1,169 @@
+"""Error against resources for every ReLU -> softmax construction (relu-to-softmax.md).
+
+:func:`measure` evaluates one target over a list of resource values and returns the
+measured sup error (dense grid in 1-D, random points in higher dimension) beside the
+bound.  Used by the ``approx.*`` checks and by the ``approx-rates`` figure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import approx as A
+from ..problems import stream_key
+from ._base import Simulation, register
+
+__all__ = ["TARGETS", "measure", "adversarial_max_error", "ApproxRatesConfig"]
+
+# target -> (resource name, default resource values, x-axis scale)
+TARGETS = {
+    "relu": ("beta", (1, 4, 16, 64, 256, 1024, 4096), "log"),
+    "interpolation": ("p", (5, 9, 17, 33, 65, 129), "log"),
+    "max-one-head": ("beta", (1, 4, 16, 64, 256, 1024), "log"),
+    "max-relu-tree": ("beta", (1, 4, 16, 64, 256, 1024), "log"),
+    "square": ("m", (1, 2, 3, 4, 5, 6, 7, 8), "lin"),
+    "multiply": ("m", (1, 2, 3, 4, 5, 6), "lin"),
+    "reciprocal-pl": ("n", (16, 32, 64, 128, 256, 512), "log"),
+    "reciprocal-newton": ("steps", (1, 2, 3, 4, 5), "lin"),
+}
+
+MAX_N = 8  # inputs of the max/min targets
+RECIP_A = 0.25
+
+
+def adversarial_max_error(n: int, beta: float, n_delta: int = 2000):
+    """Worst case of ``max - softmax-average`` over ``x = (1, 1-delta, ..., 1-delta)``.
+
+    Evaluated through :func:`gmtheory.approx.max_one_head`; returns the sup over a grid of
+    ``delta`` in ``(0, 20 log(n)/beta]`` (the maximiser lies near ``log(n)/beta``).
+    """
+    deltas = jnp.linspace(1e-3, 20.0 * max(math.log(n), 1.0) / beta, n_delta)
+    x = jnp.concatenate([jnp.ones((n_delta, 1)), 1.0 - jnp.tile(deltas[:, None], (1, n - 1))], 1)
+    return float(jnp.max(1.0 - A.max_one_head(x, beta)))
+
+
+def measure(target: str, values=None, *, key=None, n_random: int = 4096):
+    """Measured sup error and bound for ``target`` at each resource value.
+
+    Returns a dict of numpy arrays ``resource``, ``measured``, ``bound``, and the
+    resource counts ``heads``, ``layers``, ``max_beta``.
+    """
+    if target not in TARGETS:
+        raise ValueError(f"target: unknown {target!r}; choose from {sorted(TARGETS)}.")
+    values = TARGETS[target][1] if values is None else tuple(values)
+    key = stream_key(0, f"approx-{target}") if key is None else key
+    rows = []
+    for v in values:
+        if target == "relu":
+            beta = float(v)
+            u_star = 1.2784645427610737  # grid point at the maximiser u*/beta as well
+            t = jnp.concatenate([jnp.linspace(-4, 4, 40001), jnp.array([u_star / beta])])
+            err = float(jnp.max(jnp.abs(A.relu(t, beta) - jax.nn.relu(t))))
+            rows.append((err, A.relu_bound(beta), A.Resources(1, 1, beta)))
+        elif target == "interpolation":
+            p = int(v)
+            h = 2.0 / (p - 1)
+            beta = 20.0 / h**2
+            y = jnp.linspace(-1.5, 1.5, 30001)
+            err = float(jnp.max(jnp.abs(A.interpolation_head(y, -1.0, 1.0, p, beta)
+                                        - jnp.clip(y, -1.0, 1.0))))
+            rows.append((err, A.interpolation_bound(-1.0, 1.0, p, beta),
+                         A.Resources(1, 1, beta, p)))
+        elif target == "max-one-head":
+            beta = float(v)
+            x = jax.random.uniform(key, (n_random, MAX_N))
+            err = max(float(jnp.max(x.max(1) - A.max_one_head(x, beta))),
+                      adversarial_max_error(MAX_N, beta))
+            rows.append((err, A.max_one_head_bound(MAX_N, beta), A.Resources(1, 1, beta)))
+        elif target == "max-relu-tree":
+            beta = float(v)
+            x = jax.random.uniform(key, (n_random, MAX_N))
+            out, res = A.max_relu_tree(x, beta)
+            err = float(jnp.max(jnp.abs(out - x.max(1))))
+            rows.append((err, A.max_relu_tree_bound(MAX_N, beta), res))
+        elif target == "square":
+            x = jnp.linspace(0.0, 1.0, 2**12 + 1)  # includes the dyadic points of level <= 12
+            out, res = A.square(x, int(v))
+            rows.append((float(jnp.max(jnp.abs(out - x**2))), A.square_bound(int(v)), res))
+        elif target == "multiply":
+            xy = jax.random.uniform(key, (2, n_random))
+            g = jnp.linspace(0, 1, 65)
+            X, Y = jnp.meshgrid(g, g)
+            x = jnp.concatenate([xy[0], X.ravel()])
+            y = jnp.concatenate([xy[1], Y.ravel()])
+            out, res = A.multiply(x, y, int(v))
+            rows.append((float(jnp.max(jnp.abs(out - x * y))), A.multiply_bound(int(v)), res))
+        elif target == "reciprocal-pl":
+            n = int(v)
+            beta = 1e9
+            x = jnp.linspace(RECIP_A, 1.0, 20001)
+            out, res = A.reciprocal_pl(x, RECIP_A, n, beta)
+            rows.append((float(jnp.max(jnp.abs(out - 1.0 / x))),
+                         A.reciprocal_pl_bound(RECIP_A, n, beta), res))
+        elif target == "reciprocal-newton":
+            x = jnp.linspace(RECIP_A, 1.0, 2001)
+            out, res = A.reciprocal_newton(x, RECIP_A, int(v), 10)
+            rows.append((float(jnp.max(jnp.abs(out - 1.0 / x))),
+                         A.reciprocal_newton_bound(RECIP_A, int(v), 10), res))
+    return {
+        "resource": np.array(values, float),
+        "measured": np.array([r[0] for r in rows]),
+        "bound": np.array([r[1] for r in rows]),
+        "heads": np.array([r[2].heads for r in rows]),
+        "layers": np.array([r[2].layers for r in rows]),
+        "max_beta": np.array([r[2].max_beta for r in rows]),
+    }
+
+
+@dataclass(frozen=True)
+class ApproxRatesConfig:
+    seed: int = 0
+    n_random: int = 4096
+
+    @classmethod
+    def quick(cls):
+        return cls()
+
+    @classmethod
+    def paper(cls):
+        return cls(n_random=65536)
+
+
+def _run_point(cfg, point, key):
+    return measure(point["target"], key=key, n_random=cfg.n_random)
+
+
+def _assemble(cfg, points, results):
+    out = {}
+    for p, r in zip(points, results, strict=True):
+        for k, v in r.items():
+            out[f"{p['target']}/{k}"] = v
+    return out
+
+
+def _summary(cfg, a):
+    lines = [f"{'target':<18} {'resource':>9} {'measured':>10} {'bound':>10} {'heads':>6} "
+             f"{'layers':>6} {'max beta':>9}"]
+    for t, (rname, _, _) in TARGETS.items():
+        for i in range(len(a[f"{t}/resource"])):
+            lines.append(f"{t:<18} {rname}={a[f'{t}/resource'][i]:<7g} "
+                         f"{a[f'{t}/measured'][i]:10.3g} {a[f'{t}/bound'][i]:10.3g} "
+                         f"{a[f'{t}/heads'][i]:6d} {a[f'{t}/layers'][i]:6d} "
+                         f"{a[f'{t}/max_beta'][i]:9.3g}")
+    return lines
+
+
+register(Simulation(
+    name="approx-rates",
+    description="Measured sup error and bound against resources for each construction.",
+    config_cls=ApproxRatesConfig,
+    points=lambda cfg: [{"target": t} for t in TARGETS],
+    run_point=_run_point,
+    assemble=_assemble,
+    summary=_summary,
+))
