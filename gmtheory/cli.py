@@ -23,6 +23,7 @@ def _setup():
     import gmtheory
 
     gmtheory.enable_x64()
+    gmtheory.enable_compilation_cache()
 
 
 def cmd_verify(args) -> int:
@@ -74,6 +75,7 @@ def cmd_run(args) -> int:
 def cmd_reproduce(args) -> int:
     from .cache import atomic_write_bytes, provenance
     from .figures import all_figures, get_figure, make_figure
+    from .figures._base import figure_summary
     from .verify import format_table, run_checks, select_checks, write_json
 
     out = Path(args.out)
@@ -116,6 +118,9 @@ def cmd_reproduce(args) -> int:
     for n, path, secs in figs:
         lines += [f"### {n}", "", f"![{n}]({path.relative_to(out)})", "",
                   f"*{get_figure(n).caption}* ({secs:.1f} s)", ""]
+        summary = figure_summary(n, results_dir=args.results)
+        if summary:
+            lines += ["```text", *summary, "```", ""]
     lines += ["## Provenance", "", "```", json.dumps(provenance(), indent=2), "```", ""]
     atomic_write_bytes(out / "report.md", "\n".join(lines).encode())
     print(f"\n{n_ok} passed, {len(results) - n_ok} failed; figures: {len(figs)}; "

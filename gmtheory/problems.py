@@ -17,8 +17,8 @@ def random_mixture(key, n_components: int, dim: int, *, shared: bool = False, ri
     """Random mixture as in check 1: ``pi ~ Dirichlet(1)``, ``m_k ~ N(0, I)``,
     ``Gamma_k = A A^T / d + ridge I`` (one ``A`` for all components if ``shared``)."""
     kw, km, ka = jax.random.split(key, 3)
-    w = jax.random.dirichlet(kw, jnp.ones(n_components))
-    w = w / jnp.sum(w)
+    e = jax.random.exponential(kw, (n_components,))  # normalised Exp(1) = Dirichlet(1)
+    w = e / jnp.sum(e)
     means = jax.random.normal(km, (n_components, dim))
     nA = 1 if shared else n_components
     A = jax.random.normal(ka, (nA, dim, dim))

@@ -1,7 +1,10 @@
 import jax
 import pytest
 
+import gmtheory
+
 jax.config.update("jax_enable_x64", True)
+gmtheory.enable_compilation_cache()
 
 
 @pytest.fixture

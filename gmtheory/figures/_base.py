@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Figure", "register_figure", "FIGURES", "get_figure", "make_figure", "style_path"]
+__all__ = ["Figure", "register_figure", "FIGURES", "get_figure", "make_figure", "style_path",
+           "figure_summary"]
 
 FIGURES: dict[str, Figure] = {}
 
@@ -25,7 +26,7 @@ def register_figure(fig: Figure) -> Figure:
 
 
 def _load_all():
-    from . import approx, gated_experts, prompt_convergence  # noqa: F401
+    from . import approx, denoising, gated_experts, prompt_convergence  # noqa: F401
 
 
 def get_figure(name: str) -> Figure:
@@ -33,6 +34,17 @@ def get_figure(name: str) -> Figure:
     if name not in FIGURES:
         raise ValueError(f"figure: unknown name {name!r}; choose from {sorted(FIGURES)}.")
     return FIGURES[name]
+
+
+def figure_summary(name: str, *, profile="quick", results_dir="results") -> list[str]:
+    """Summary lines of the (cached) simulation behind figure ``name``."""
+    from ..simulations import get_simulation, make_config, run_simulation
+
+    spec = get_figure(name)
+    sim = get_simulation(spec.simulation)
+    arrays, _, _ = run_simulation(spec.simulation, profile, results_dir=results_dir,
+                                  progress=False)
+    return list(sim.summary(make_config(sim, profile), arrays)) if sim.summary else []
 
 
 def style_path() -> Path:

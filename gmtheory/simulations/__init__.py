@@ -15,7 +15,13 @@ from ._base import (
 
 
 def _load_all() -> None:
-    from . import approx_rates, approx_trained, gated_experts, prompt_convergence  # noqa: F401
+    from . import (  # noqa: F401
+        approx_rates,
+        approx_trained,
+        denoising_sims,
+        gated_experts,
+        prompt_convergence,
+    )
 
 
 __all__ = ["SIMULATIONS", "Simulation", "get_simulation", "make_config", "parse_overrides",

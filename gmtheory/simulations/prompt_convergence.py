@@ -39,8 +39,8 @@ class PromptConvergenceConfig:
     n_components: int = 3
     n_queries: int = 4
     max_quad: float = 1.0
-    Ls: tuple[int, ...] = (100, 316, 1000, 3162, 10000, 31623, 100000)
-    reps: int = 64
+    Ls: tuple[int, ...] = (100, 316, 1000, 3162, 10000, 31623)
+    reps: int = 48
     quad_levels: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 3.0, 4.0)
     L_ess: int = 3000
     reps_ess: int = 256

@@ -223,7 +223,7 @@ def _slope_outcome(kind: str, Ls, reps):
 )
 def check_linear_rate():
     Ls = (100, 1000, 10_000, 100_000, 1_000_000)
-    slope, stderr, mse = _slope_outcome("linear", Ls, 32)
+    slope, stderr, mse = _slope_outcome("linear", Ls, 16)
     return Outcome(abs(slope + 0.5), 0.1,
                    "theory -1/2 (CLT of a second-moment estimator); the reference's "
                    "[-0.6, -0.4] window", {"slope": slope, "slope_stderr": stderr,
@@ -239,7 +239,7 @@ def check_linear_rate():
 )
 def check_softmax_rate_ess():
     Ls = (100, 1000, 10_000, 100_000, 1_000_000)
-    slope, stderr, mse = _slope_outcome("softmax", Ls, 32)
+    slope, stderr, mse = _slope_outcome("softmax", Ls, 16)
     from ..operators import effective_sample_size, finite_prompt_variance
 
     mix, U, V, z = make_problem(SEED, 3, 3, 4, 1.0)

@@ -1,0 +1,367 @@
+"""Denoising on Gaussian mixtures with attention (reference §3, Section 4 of the paper).
+
+Model: ``X ~ sum_k pi_k N(m_k, Gamma)`` (shared ``Gamma``, possibly singular),
+``Z = X + eps`` with ``eps ~ N(0, xi^2 I)``, ``S = Gamma + xi^2 I``.
+
+* :func:`bayes_denoiser` — eq. (10), ``E[X | Z = z]``; :func:`tweedie_denoiser` — the
+  independent Tweedie form ``z + xi^2 grad log p_Z(z)`` (autodiff, any covariances).
+* :func:`noisy_mixture` — the prompt law ``mu_Z = sum_k pi_k N(m_k, Gamma_k + xi^2 I)``.
+* :func:`heads_output` — a sum of population softmax heads on ``mu_Z`` (Prop. 2.1).
+* constructions: :func:`single_head_construction` (``gamma^2 = xi^2``),
+  :func:`two_head_construction` (App. C.6, non-collinear and opposite means),
+  :func:`degenerate_construction` (``gamma = 0``, Prop. C.3),
+  :func:`residual_icl_parameters` / :func:`residual_icl` (Prop. 4.4).
+* :func:`linear_gap` — ``R(A*) - R(f*)`` with ``A* = Sigma_X (Sigma_X + xi^2 I)^{-1}`` in closed
+  form and ``R(f*)`` by Gauss–Hermite quadrature on the few directions ``f*`` depends on.
+* :func:`excess_risk` — ``E |f(Z) - f*(Z)|^2`` by Gauss–Hermite per component of ``mu_Z``.
+* :func:`u_lambda`, :func:`iterate_denoiser` — the clustering transition (Prop. 4.3).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.optimize import brentq
+
+from ._validation import as_float_array
+from .mixture import GaussianMixture, _as_points
+from .operators import softmax_attention_limit
+from .quadrature import gauss_hermite_rule
+
+__all__ = [
+    "noisy_mixture",
+    "posterior_weights",
+    "bayes_denoiser",
+    "tweedie_denoiser",
+    "heads_output",
+    "single_head_construction",
+    "two_head_construction",
+    "degenerate_construction",
+    "residual_icl_parameters",
+    "residual_icl",
+    "linear_optimum",
+    "linear_risk",
+    "bayes_risk",
+    "linear_gap",
+    "excess_risk",
+    "u_lambda",
+    "iterate_denoiser",
+]
+
+
+def _check_xi(xi):
+    if isinstance(xi, jax.core.Tracer):
+        return xi
+    if not (np.isfinite(xi) and xi > 0):
+        raise ValueError(f"xi: the noise level must be positive and finite, got {xi}.")
+    return xi
+
+
+def _shared_cov(mixture: GaussianMixture):
+    if not isinstance(mixture, GaussianMixture):
+        raise ValueError("mixture: expected a gmtheory.GaussianMixture of the clean signal X.")
+    if not mixture.is_shared():
+        raise ValueError(
+            "mixture: eq. (10) needs one covariance Gamma shared by all components; "
+            "use tweedie_denoiser for heteroscedastic mixtures."
+        )
+    return mixture.covs[0]
+
+
+def noisy_mixture(mixture: GaussianMixture, xi) -> GaussianMixture:
+    """Law of ``Z = X + N(0, xi^2 I)``: components ``N(m_k, Gamma_k + xi^2 I)``."""
+    xi = _check_xi(xi)
+    eye = jnp.eye(mixture.dim, dtype=mixture.covs.dtype)
+    return GaussianMixture(mixture.weights, mixture.means, mixture.covs + xi**2 * eye)
+
+
+def posterior_weights(mixture: GaussianMixture, xi, z):
+    """``beta_k(z) = P(C = k | Z = z)`` (eq. (10)).  Shapes: ``(n, d) -> (n, K)``."""
+    G = _shared_cov(mixture)
+    xi = _check_xi(xi)
+    z, squeeze = _points(z, mixture.dim)
+    S_inv = jnp.linalg.inv(G + xi**2 * jnp.eye(mixture.dim))
+    SM = mixture.means @ S_inv  # (K, d): rows S^{-1} m_k
+    logits = mixture.log_weights[None] + z @ SM.T - 0.5 * jnp.sum(SM * mixture.means, 1)[None]
+    b = jax.nn.softmax(logits, axis=1)
+    return b[0] if squeeze else b
+
+
+def _points(z, d):
+    squeeze = jnp.ndim(z) == 1
+    return _as_points(z, d, "z"), squeeze
+
+
+def bayes_denoiser(mixture: GaussianMixture, xi, z):
+    """Eq. (10): ``f*(z) = Gamma S^{-1} z + xi^2 S^{-1} sum_k beta_k(z) m_k``.
+
+    Any number of components, any shared PSD ``Gamma`` (``Gamma = 0`` included).
+    Shapes: ``z`` ``(n, d)`` -> ``(n, d)``.
+    """
+    G = _shared_cov(mixture)
+    xi = _check_xi(xi)
+    z, squeeze = _points(z, mixture.dim)
+    S_inv = jnp.linalg.inv(G + xi**2 * jnp.eye(mixture.dim))
+    beta = posterior_weights(mixture, xi, z)
+    out = z @ (G @ S_inv).T + xi**2 * (beta @ mixture.means) @ S_inv.T
+    return out[0] if squeeze else out
+
+
+def tweedie_denoiser(mixture: GaussianMixture, xi, z):
+    """Tweedie: ``E[X | Z = z] = z + xi^2 grad_z log p_Z(z)`` (autodiff; any covariances)."""
+    xi = _check_xi(xi)
+    nm = noisy_mixture(mixture, xi)
+    z, squeeze = _points(z, mixture.dim)
+    score = jax.vmap(jax.grad(lambda q: nm.log_prob(q)))(z)
+    out = z + xi**2 * score
+    return out[0] if squeeze else out
+
+
+# ------------------------------------------------------------------ attention heads
+def heads_output(mixture_z: GaussianMixture, heads, z):
+    """Sum of population softmax heads ``sum_h T_{U_h, V_h}[mu_Z](z)`` (Prop. 2.1).
+
+    ``heads`` is a sequence of ``(U, V)`` pairs.  Shapes: ``(n, d) -> (n, d)``.
+    """
+    if len(heads) == 0:
+        raise ValueError("heads: need at least one (U, V) pair.")
+    return sum(softmax_attention_limit(mixture_z, U, V, z) for U, V in heads)
+
+
+def single_head_construction(gamma, xi, d: int):
+    """``gamma^2 = xi^2``: ``U = S^{-1} = I / (2 xi^2)``, ``V = I / 2`` (Thm 4.1 (ii))."""
+    if not np.isclose(gamma**2, xi**2, rtol=1e-12):
+        raise ValueError(
+            f"gamma, xi: one head realises f* only when gamma^2 = xi^2 (got {gamma**2} vs "
+            f"{xi**2}); use two_head_construction."
+        )
+    eye = jnp.eye(d)
+    return [(eye / (gamma**2 + xi**2), 0.5 * eye)]
+
+
+def _unit_orthogonal(m):
+    d = m.shape[0]
+    if d < 2:
+        raise ValueError("means: need d >= 2 for the opposite-means construction.")
+    e = m / jnp.linalg.norm(m)
+    basis = jnp.eye(d)
+    cand = basis[jnp.argmin(jnp.abs(e))]
+    n = cand - (cand @ e) * e
+    return n / jnp.linalg.norm(n)
+
+
+def two_head_construction(m1, m2, gamma, xi, n=None):
+    """Two heads with ``T_1 + T_2 = f*`` on ``mu_Z`` (App. C.6, Thm 4.1 (i)).
+
+    Requires ``|m1| = |m2|``, ``m1 != m2`` and ``gamma > 0``.  Non-collinear means use the
+    (C1)–(C3) construction; opposite means ``m1 = -m2`` use (C2') with a unit ``n ⟂ m``
+    (default: a deterministic choice).  Returns ``[(U1, V1), (U2, V2)]``.
+    """
+    m1, m2 = as_float_array(m1, "m1"), as_float_array(m2, "m2")
+    _check_pair(m1, m2)
+    if not gamma > 0:
+        raise ValueError(f"gamma: the two-head construction needs gamma > 0, got {gamma}.")
+    d = m1.shape[0]
+    g2, x2 = gamma**2, xi**2
+    s = g2 + x2
+    a = x2 / s
+    eye = jnp.eye(d)
+    if bool(jnp.allclose(m1, -m2, rtol=1e-12, atol=1e-12)):
+        m = m1
+        nv = _unit_orthogonal(m) if n is None else as_float_array(n, "n")
+        e = m / jnp.linalg.norm(m)
+        P = jnp.outer(e, e)
+        Q = eye - P
+        A = (x2 / (2 * s)) * P + (g2 / (2 * s)) * Q
+        B = ((g2 - x2) / (2 * s)) * jnp.outer(e, nv)
+        U1 = (eye + jnp.outer(nv, e)) / s
+        U2 = (eye - jnp.outer(nv, e)) / s
+        return [(U1, A + B), (U2, A - B)]
+    M = jnp.stack([m1, m2], axis=1)  # (d, 2)
+    if jnp.linalg.matrix_rank(M) < 2:
+        raise ValueError("m1, m2: collinear but not opposite; equal norms force m1 = ±m2.")
+    Mp = jnp.linalg.pinv(M)  # rows mu_1^T, mu_2^T
+    PE = M @ Mp
+    V1 = a * jnp.outer(m1, Mp[0]) + (a / 2) * (eye - PE)
+    V2 = a * jnp.outer(m2, Mp[1]) + (a / 2) * (eye - PE)
+    dm = m1 - m2
+    c0 = g2 / (x2 * s)
+    c1 = (x2 - g2) / (x2 * s)
+    U1 = c0 * eye + c1 * jnp.outer(m2, dm) / (m2 @ dm)
+    U2 = c0 * eye + c1 * jnp.outer(m1, dm) / (m1 @ dm)
+    return [(U1, V1), (U2, V2)]
+
+
+def _check_pair(m1, m2):
+    if m1.ndim != 1 or m1.shape != m2.shape:
+        raise ValueError(f"m1, m2: expected two vectors of shape (d,), got {m1.shape}, {m2.shape}.")
+    n1, n2 = float(jnp.linalg.norm(m1)), float(jnp.linalg.norm(m2))
+    if abs(n1 - n2) > 1e-10 * max(1.0, n1):
+        raise ValueError(f"m1, m2: the constructions need equal norms, got {n1} and {n2}.")
+    if bool(jnp.allclose(m1, m2)):
+        raise ValueError("m1, m2: the means must be distinct.")
+
+
+def degenerate_construction(m1, m2, xi):
+    """``gamma = 0`` (Prop. C.3): heads realising ``f* = beta_1 m1 + beta_2 m2``.
+
+    Linearly independent means: two heads.  Opposite means: one head (returned as a
+    one-element list).
+    """
+    m1, m2 = as_float_array(m1, "m1"), as_float_array(m2, "m2")
+    _check_pair(m1, m2)
+    x2 = xi**2
+    if bool(jnp.allclose(m1, -m2, rtol=1e-12, atol=1e-12)):
+        m = m1
+        nv = _unit_orthogonal(m)
+        mm = m @ m
+        U = jnp.outer(m + nv, m) / (x2 * mm)
+        V = jnp.outer(m, m / mm - nv / (nv @ nv))
+        return [(U, V)]
+    M = jnp.stack([m1, m2], axis=1)
+    Mp = jnp.linalg.pinv(M)
+    dm = m1 - m2
+    V1, V2 = jnp.outer(m1, Mp[0]), jnp.outer(m2, Mp[1])
+    U1 = jnp.outer(m2, dm) / (x2 * (m2 @ dm))
+    U2 = jnp.outer(m1, dm) / (x2 * (m1 @ dm))
+    return [(U1, V1), (U2, V2)]
+
+
+def residual_icl_parameters(gamma, xi, d: int):
+    """Task-independent parameters of Prop. 4.4: ``(U1, V1, U2, V2, W_out)``."""
+    s = gamma**2 + xi**2
+    a = xi**2 / s
+    eye = jnp.eye(d)
+    zero = jnp.zeros((d, d))
+    W = jnp.concatenate([eye, -2 * a * eye], axis=1)
+    return {"U1": eye / s, "V1": a * eye, "U2": zero, "V2": zero, "W_out": W}
+
+
+def residual_icl(mixture_z: GaussianMixture, params, z, *, prompt=None):
+    """Prop. 4.4: ``W_out (z + T_{U1,V1}[mu](z); z + T_{U2,V2}[mu](z))``.
+
+    ``mu`` is the population prompt ``mixture_z`` or, if ``prompt`` (tokens ``(L, d)``)
+    is given, its empirical measure.  Shapes: ``(n, d) -> (n, d)``.
+    """
+    from .operators import softmax_attention
+
+    def T(U, V):
+        if prompt is None:
+            return softmax_attention_limit(mixture_z, U, V, z)
+        return softmax_attention(prompt, U, V, z)
+
+    h1 = z + T(params["U1"], params["V1"])
+    h2 = z + T(params["U2"], params["V2"])
+    return jnp.concatenate([h1, h2], axis=-1) @ params["W_out"].T
+
+
+# ------------------------------------------------------------------------- risks
+def linear_optimum(mixture: GaussianMixture, xi):
+    """Best linear map (no intercept) ``A* = Sigma_X (Sigma_X + xi^2 I)^{-1}``."""
+    Sx = mixture.second_moment()
+    return Sx @ jnp.linalg.inv(Sx + xi**2 * jnp.eye(mixture.dim))
+
+
+def linear_risk(mixture: GaussianMixture, xi, A=None):
+    """``R(A) = E|(I - A) X|^2 + xi^2 |A|_F^2`` (closed form); ``A`` defaults to ``A*``."""
+    A = linear_optimum(mixture, xi) if A is None else as_float_array(A, "A")
+    Sx = mixture.second_moment()
+    IA = jnp.eye(mixture.dim) - A
+    return jnp.trace(IA @ Sx @ IA.T) + xi**2 * jnp.sum(A**2)
+
+
+def _f_star_basis(mixture, xi, extra=None):
+    """Orthonormal basis of the directions ``|f*(z)|^2`` (and extras) depend on."""
+    G = mixture.covs[0]
+    S_inv = jnp.linalg.inv(G + xi**2 * jnp.eye(mixture.dim))
+    B, C = G @ S_inv, xi**2 * S_inv
+    cols = [S_inv @ mixture.means.T, B.T @ C @ mixture.means.T]
+    if extra is not None:
+        cols.append(extra)
+    D = np.asarray(jnp.concatenate(cols, axis=1))
+    u, s, _ = np.linalg.svd(D, full_matrices=False)
+    rank = int(np.sum(s > 1e-10 * s[0]))
+    return jnp.asarray(u[:, :rank])
+
+
+def _expect_z_projected(f_of_zproj, mixture_z, P, order):
+    """``E f(P P^T Z)`` over ``mu_Z`` by GH on ``y = P^T Z`` (one grid per component)."""
+    p = P.shape[1]
+    nodes, weights = gauss_hermite_rule(order, p)
+    total = 0.0
+    for k in range(mixture_z.n_components):
+        mean = P.T @ mixture_z.means[k]
+        cov = P.T @ mixture_z.covs[k] @ P
+        L = jnp.linalg.cholesky(cov)
+        y = mean[None] + nodes @ L.T
+        total = total + mixture_z.weights[k] * (weights @ f_of_zproj(y @ P.T))
+    return total
+
+
+def bayes_risk(mixture: GaussianMixture, xi, order: int = 40):
+    """``R(f*) = E|X|^2 - E|f*(Z)|^2`` with Gauss–Hermite on the span of ``S^{-1} m_k``."""
+    G = _shared_cov(mixture)
+    xi = _check_xi(xi)
+    d = mixture.dim
+    S = G + xi**2 * jnp.eye(d)
+    S_inv = jnp.linalg.inv(S)
+    B, C = G @ S_inv, xi**2 * S_inv
+    mz = noisy_mixture(mixture, xi)
+    Ezz = mz.second_moment()
+    quad_lin = jnp.trace(B.T @ B @ Ezz)  # E z^T B^T B z, closed form
+    P = _f_star_basis(mixture, xi)
+
+    def rest(zp):  # terms of |f*|^2 that depend on z only through P^T z
+        b = posterior_weights(mixture, xi, zp) @ mixture.means @ C.T
+        return 2.0 * jnp.sum((zp @ B.T) * b, 1) + jnp.sum(b**2, 1)
+
+    Ef2 = quad_lin + _expect_z_projected(rest, mz, P, order)
+    return jnp.trace(mixture.second_moment()) - Ef2
+
+
+def linear_gap(mixture: GaussianMixture, xi, order: int = 40):
+    """``R(A*) - R(f*) > 0``: the excess risk of the best linear (attention) denoiser.
+
+    Returns ``(gap, R(A*), R(f*), A*)``.
+    """
+    Ra = linear_risk(mixture, xi)
+    Rf = bayes_risk(mixture, xi, order)
+    return Ra - Rf, Ra, Rf, linear_optimum(mixture, xi)
+
+
+def excess_risk(f, mixture: GaussianMixture, xi, order: int = 40):
+    """``E |f(Z) - f*(Z)|^2`` for ``Z ~ mu_Z`` by tensor Gauss–Hermite per component.
+
+    ``f`` maps ``(N, d) -> (N, d)``.  Full tensor grid: use for small ``d`` (<= 3).
+    """
+    mz = noisy_mixture(mixture, xi)
+    nodes, weights = gauss_hermite_rule(order, mixture.dim)
+    total = 0.0
+    for k in range(mz.n_components):
+        L = jnp.linalg.cholesky(mz.covs[k])
+        z = mz.means[k][None] + nodes @ L.T
+        err = jnp.sum((f(z) - bayes_denoiser(mixture, xi, z)) ** 2, axis=1)
+        total = total + mz.weights[k] * (weights @ err)
+    return total
+
+
+# ------------------------------------------------------- clustering transition
+def u_lambda(lam: float) -> float:
+    """Positive root of ``u = tanh(lam^2 u)`` for ``lam > 1`` (0 for ``lam <= 1``)."""
+    if lam <= 1.0:
+        return 0.0
+    l2 = lam * lam
+    return float(brentq(lambda u: u - np.tanh(l2 * u), 1e-12, 1.0, xtol=1e-15, rtol=1e-15))
+
+
+def iterate_denoiser(mixture: GaussianMixture, xi, z0, n_steps: int):
+    """Iterates ``z_{n+1} = f*(z_n)``; returns ``(n_steps + 1, n, d)`` trajectories."""
+    z0 = _as_points(z0, mixture.dim, "z0")
+
+    def step(z, _):
+        z1 = bayes_denoiser(mixture, xi, z)
+        return z1, z1
+
+    _, traj = jax.lax.scan(step, z0, None, length=int(n_steps))
+    return jnp.concatenate([z0[None], traj], axis=0)

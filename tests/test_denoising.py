@@ -1,0 +1,90 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gmtheory as g
+from gmtheory import denoising as D
+
+
+def _mix(pi1=0.5, gamma=1.0):
+    return g.GaussianMixture.shared([pi1, 1 - pi1], jnp.array([[3.0, 0.0], [0.0, 3.0]]),
+                                    gamma**2 * jnp.eye(2))
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="xi: the noise level"):
+        D.bayes_denoiser(_mix(), -1.0, jnp.zeros((1, 2)))
+    het = g.GaussianMixture([0.5, 0.5], jnp.zeros((2, 2)), jnp.stack([jnp.eye(2), 2 * jnp.eye(2)]))
+    with pytest.raises(ValueError, match="shared by all components"):
+        D.bayes_denoiser(het, 1.0, jnp.zeros((1, 2)))
+    with pytest.raises(ValueError, match="equal norms"):
+        D.two_head_construction(jnp.array([1.0, 0]), jnp.array([0, 2.0]), 1.0, 1.0)
+    with pytest.raises(ValueError, match="distinct"):
+        D.two_head_construction(jnp.array([1.0, 0]), jnp.array([1.0, 0]), 1.0, 1.0)
+    with pytest.raises(ValueError, match="gamma\\^2 = xi\\^2"):
+        D.single_head_construction(1.0, 2.0, 2)
+    with pytest.raises(ValueError, match="z: expected shape"):
+        D.bayes_denoiser(_mix(), 1.0, jnp.zeros((4, 3)))
+
+
+def test_tweedie_heteroscedastic_matches_gh():
+    """Tweedie works for any covariances: compare with a GH posterior mean."""
+    mix = g.GaussianMixture([0.3, 0.7], jnp.array([[1.0, 0.0], [-1.0, 0.5]]),
+                            jnp.stack([jnp.eye(2), jnp.array([[0.5, 0.2], [0.2, 0.8]])]))
+    xi = 0.9
+    z = jnp.array([[0.3, -0.2], [1.5, 1.0]])
+    tw = D.tweedie_denoiser(mix, xi, z)
+    for i, q in enumerate(z):
+        f = lambda x, q=q: jnp.exp(-jnp.sum((x - q) ** 2, 1) / (2 * xi**2))[:, None] * \
+            jnp.concatenate([jnp.ones((x.shape[0], 1)), x], 1)
+        r = g.expect_mixture(f, mix, order=60)
+        np.testing.assert_allclose(tw[i], r[1:] / r[0], rtol=1e-10)
+
+
+def test_linear_risk_matches_monte_carlo():
+    mix, xi = _mix(0.3), 2.0
+    A = jnp.array([[0.5, 0.1], [0.0, 0.4]])
+    x, _ = mix.sample(jax.random.key(0), 400_000)
+    z = x + xi * jax.random.normal(jax.random.key(1), x.shape)
+    e = jnp.sum((x - z @ A.T) ** 2, 1)
+    assert abs(float(e.mean() - D.linear_risk(mix, xi, A))) < 5 * float(e.std()) / np.sqrt(e.size)
+
+
+def test_u_lambda_is_fixed_point():
+    for lam in (1.01, 1.2, 2.0, 5.0):
+        u = D.u_lambda(lam)
+        assert abs(u - np.tanh(lam**2 * u)) < 1e-14 and 0 < u <= 1  # u = 1.0 in float64 at lam=5
+    assert D.u_lambda(0.9) == 0.0 and D.u_lambda(1.0) == 0.0
+
+
+def test_residual_icl_finite_prompt_batched():
+    mix, xi = _mix(0.4), 2.0
+    mz = D.noisy_mixture(mix, xi)
+    P = D.residual_icl_parameters(1.0, xi, 2)
+    toks = jnp.stack([mz.sample(jax.random.key(i), 50)[0] for i in range(3)])
+    out = D.residual_icl(mz, P, jnp.ones((5, 2)), prompt=toks)
+    assert out.shape == (3, 5, 2)
+    np.testing.assert_allclose(out[1], D.residual_icl(mz, P, jnp.ones((5, 2)), prompt=toks[1]),
+                               rtol=1e-13)
+
+
+def test_iterates_quick_profile(tmp_path):
+    from gmtheory.simulations import run_simulation
+
+    a, _, _ = run_simulation("denoise-iterates", overrides={"n_critical": 1000, "n_lambda": 20},
+                             results_dir=tmp_path, progress=False)
+    assert np.all(np.abs(a["weak/traj"][-1]) < 1e-6)
+    lam = float(a["strong/lambda"])
+    np.testing.assert_allclose(np.abs(a["strong/traj"][-1][:, 1]), 3 * D.u_lambda(lam),
+                               rtol=1e-10)
+
+
+def test_fig2_pipeline_small(tmp_path):
+    from gmtheory.simulations import run_simulation
+
+    a, _, _ = run_simulation("denoise-fig2", overrides={"steps": 40, "eval_every": 20, "seeds": 2,
+                                                        "single_head_starts": 1, "gh_order": 10},
+                             results_dir=tmp_path, progress=False)
+    assert a["excess"].shape == (2, 3)
+    assert np.all(a["excess"][:, -1] < a["excess"][:, 0])  # SGD decreases the excess
