@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import brentq
 
-from ._validation import as_float_array
+from ._validation import as_float_array, is_concrete
 from .mixture import GaussianMixture, _as_points
 from .operators import softmax_attention_limit
 from .quadrature import gauss_hermite_rule
@@ -61,7 +61,7 @@ def _check_xi(xi):
 def _shared_cov(mixture: GaussianMixture):
     if not isinstance(mixture, GaussianMixture):
         raise ValueError("mixture: expected a gmtheory.GaussianMixture of the clean signal X.")
-    if not mixture.is_shared():
+    if is_concrete(mixture.covs) and not mixture.is_shared():  # traced: checked by caller
         raise ValueError(
             "mixture: eq. (10) needs one covariance Gamma shared by all components; "
             "use tweedie_denoiser for heteroscedastic mixtures."

@@ -19,6 +19,7 @@ def _load_all() -> None:
         approx_rates,
         approx_trained,
         denoising_sims,
+        icl_denoising,
         gated_experts,
         prompt_convergence,
     )
