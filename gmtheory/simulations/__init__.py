@@ -19,8 +19,8 @@ def _load_all() -> None:
         approx_rates,
         approx_trained,
         denoising_sims,
-        icl_denoising,
         gated_experts,
+        icl_denoising,
         prompt_convergence,
     )
 
