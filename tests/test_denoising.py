@@ -88,3 +88,16 @@ def test_fig2_pipeline_small(tmp_path):
                              results_dir=tmp_path, progress=False)
     assert a["excess"].shape == (2, 3)
     assert np.all(a["excess"][:, -1] < a["excess"][:, 0])  # SGD decreases the excess
+
+
+def test_icl_pipeline_small(tmp_path):
+    from gmtheory.simulations import run_simulation
+
+    a, _, _ = run_simulation("icl-denoising",
+                             overrides={"steps": 30, "Ls": (16, 64), "seeds": 1, "batch": 4,
+                                        "eval_prompts": 16},
+                             results_dir=tmp_path, progress=False)
+    assert a["softmax/excess"].shape == (2, 1)
+    # Prop. 4.4 parameters: finite-prompt excess shrinks with L
+    assert a["prop44_excess"][1] < a["prop44_excess"][0]
+    assert np.all(a["mean_linear_gap"] > 0)
