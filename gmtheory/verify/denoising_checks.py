@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -168,24 +170,49 @@ def check_two_heads():
                    {"f_star_error": worst, "conditions_error": cond})
 
 
-def _single_head_search(mix, xi, starts, key, order=24):
-    """Best single-head excess risk over ``starts`` L-BFGS runs (GH objective)."""
-    mz = D.noisy_mixture(mix, xi)
+@partial(jax.jit, static_argnames=("order",))
+def _single_head_value_and_grad(theta, mix, xi, order):
+    """Excess risk of one population head ``theta = (vec U, vec V)`` and its gradient.
+
+    The mixture and ``xi`` are arguments (not constants), so one compilation serves every
+    problem of the same dimension.
+    """
     d = mix.dim
 
-    def obj(theta):
-        U, V = theta[: d * d].reshape(d, d), theta[d * d:].reshape(d, d)
+    def obj(t):
+        mz = D.noisy_mixture(mix, xi)
+        U, V = t[: d * d].reshape(d, d), t[d * d:].reshape(d, d)
         return D.excess_risk(lambda q: softmax_attention_limit(mz, U, V, q), mix, xi, order)
 
-    vg = jax.jit(jax.value_and_grad(obj))
+    return jax.value_and_grad(obj)(theta)
+
+
+def single_head_search(mix, xi, starts, key, order=24, init=None):
+    """Best single-head excess risk over ``starts`` L-BFGS runs (GH objective).
+
+    Starts are ``N(0, 0.5^2)`` entries from ``fold_in(key, i)``; ``init`` (optional) is an
+    extra structured start ``(U, V)``.  Returns the smallest excess found.
+    """
+    d = mix.dim
+    x0s = [np.asarray(0.5 * jax.random.normal(jax.random.fold_in(key, i), (2 * d * d,)))
+           for i in range(starts)]
+    if init is not None:
+        x0s.append(np.concatenate([np.ravel(init[0]), np.ravel(init[1])]))
+    xi_arr = jnp.asarray(float(xi))
+
+    def fun(t):
+        v, g = _single_head_value_and_grad(jnp.asarray(t), mix, xi_arr, order)
+        return float(v), np.asarray(g)
+
     best = np.inf
-    for i in range(starts):
-        th0 = np.asarray(0.5 * jax.random.normal(jax.random.fold_in(key, i), (2 * d * d,)))
-        res = scipy.optimize.minimize(lambda t: tuple(np.asarray(v) for v in vg(jnp.asarray(t))),
-                                      th0, jac=True, method="L-BFGS-B",
+    for th0 in x0s:
+        res = scipy.optimize.minimize(fun, th0, jac=True, method="L-BFGS-B",
                                       options={"maxiter": 500, "gtol": 1e-10})
         best = min(best, float(res.fun))
     return best
+
+
+_single_head_search = single_head_search
 
 
 @register_check(
