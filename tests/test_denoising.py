@@ -101,3 +101,16 @@ def test_icl_pipeline_small(tmp_path):
     # Prop. 4.4 parameters: finite-prompt excess shrinks with L
     assert a["prop44_excess"][1] < a["prop44_excess"][0]
     assert np.all(a["mean_linear_gap"] > 0)
+
+
+def test_clean_context_pipeline_small(tmp_path):
+    from gmtheory.simulations import run_simulation
+
+    a, _, _ = run_simulation("clean-context",
+                             overrides={"d": 4, "centres": 3, "L": 20, "steps": 5, "batch": 4,
+                                        "pool": 12, "test": 8, "seeds": 1},
+                             results_dir=tmp_path, progress=False)
+    # the oracle Bayes predictor beats every trained model on the same test prompts
+    for key in ("softmax-fresh", "linear-pool"):
+        assert np.all(a[f"{key}/test_mse"] > a[f"{key}/bayes_mse"])
+    assert float(a["iso_head_excess"]) > 0

@@ -18,6 +18,7 @@ def _load_all() -> None:
     from . import (  # noqa: F401
         approx_rates,
         approx_trained,
+        clean_context,
         denoising_sims,
         gated_experts,
         icl_denoising,
