@@ -55,6 +55,8 @@ __all__ = [
     "max_one_head",
     "max_one_head_bound",
     "max_relu_tree",
+    "min_one_head",
+    "min_relu_tree",
     "max_relu_tree_bound",
     "square",
     "square_bound",
@@ -169,6 +171,20 @@ def max_one_head(x, beta):
     q = jnp.ones((x.shape[0], 1, 1), x.dtype)
     return softmax_attention(x[..., None], jnp.full((1, 1), beta, x.dtype),
                              jnp.ones((1, 1), x.dtype), q)[:, 0, 0]
+
+
+def min_one_head(x, beta):
+    """Minimum over ``n`` inputs with one head: ``-max_one_head(-x, beta)``.
+
+    ``0 <= out - min <= log(n)/beta``.  Shapes: ``(B, n) -> (B,)``.
+    """
+    return -max_one_head(-as_float_array(x, "x"), beta)
+
+
+def min_relu_tree(x, beta):
+    """Minimum by the ReLU tree: ``min(a, b) = a - ReLU(a - b)`` (``-max(-x)``)."""
+    out, res = max_relu_tree(-as_float_array(x, "x"), beta)
+    return -out, res
 
 
 def max_one_head_bound(n: int, beta) -> float:

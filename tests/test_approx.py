@@ -25,6 +25,10 @@ def test_constructions_match_ideal_limits():
     out, res = A.max_relu_tree(x, 1e7)
     np.testing.assert_allclose(out, x.max(1), atol=1e-6)
     assert res.heads == 4 and res.layers == 3
+    err = A.min_one_head(x, 50.0) - x.min(1)
+    assert float(err.min()) >= 0 and float(err.max()) <= A.max_one_head_bound(5, 50.0)
+    mn, _ = A.min_relu_tree(x, 1e7)
+    np.testing.assert_allclose(mn, x.min(1), atol=1e-6)
     sq, res = A.square(jnp.array([0.0, 0.25, 0.5, 1.0]), 3)
     np.testing.assert_allclose(sq, [0.0, 0.0625, 0.25, 1.0], atol=1e-4)  # dyadic points
     assert res == A.Resources(9, 3, A.beta_for_levels(3))
