@@ -343,15 +343,3 @@ def reciprocal_newton_bound(a: float, steps: int, m: int, beta=None) -> float:
     for _ in range(int(steps)):
         R = R * R + delta
     return R / a
-
-
-def _sup(err) -> float:
-    return float(jnp.max(jnp.abs(err)))
-
-
-def measured_sup(fn, target, points) -> float:
-    """``max |fn(points) - target(points)|`` over the given points."""
-    return _sup(fn(points) - target(points))
-
-
-jax_relu = jax.nn.relu

@@ -34,8 +34,6 @@ def draw(a, meta):
         ax.set_xlabel("z₁")
         ax.set_ylabel("z₂")
         ax.grid(False)
-    if "contour" in meta:  # pragma: no cover
-        pass
     dom = gates.max(-1)
     cs = axes[0].contour(X, Y, dom, levels=[0.5, 0.9], colors="k", linewidths=0.8)
     axes[0].clabel(cs, fmt={0.5: "max α = 0.5", 0.9: "0.9"}, fontsize=7)
