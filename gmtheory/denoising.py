@@ -30,6 +30,7 @@ from .operators import softmax_attention_limit
 from .quadrature import gauss_hermite_rule
 
 __all__ = [
+    "figure2_mixture",
     "noisy_mixture",
     "posterior_weights",
     "bayes_denoiser",
@@ -48,6 +49,15 @@ __all__ = [
     "u_lambda",
     "iterate_denoiser",
 ]
+
+
+def figure2_mixture(pi1: float = 0.5):
+    """The Figure 2 problem (reference §4.6): ``m1 = (3, 0)``, ``m2 = (0, 3)``, ``gamma = 1``.
+
+    Returns ``(mixture, xi)`` with ``xi = 2``; ``pi1`` is not reported by the paper (1/2).
+    """
+    m = jnp.array([[3.0, 0.0], [0.0, 3.0]])
+    return GaussianMixture.shared([pi1, 1 - pi1], m, jnp.eye(2)), 2.0
 
 
 def _check_xi(xi):

@@ -29,10 +29,7 @@ from ._base import Simulation, register
 __all__ = ["Fig2Config", "IteratesConfig", "fig2_problem"]
 
 
-def fig2_problem(pi1: float = 0.5):
-    m = jnp.array([[3.0, 0.0], [0.0, 3.0]])
-    mix = GaussianMixture.shared([pi1, 1 - pi1], m, jnp.eye(2))
-    return mix, 2.0
+fig2_problem = D.figure2_mixture
 
 
 @dataclass(frozen=True)

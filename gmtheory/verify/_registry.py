@@ -117,6 +117,14 @@ def run_checks(checks: list[Check], *, progress: bool = True) -> list[CheckResul
     return results
 
 
+def rel_error(a, b) -> float:
+    """``max |a - b| / max(1, max |b|)``: relative error, absolute near zero."""
+    import numpy as np
+
+    a, b = np.asarray(a), np.asarray(b)
+    return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
+
+
 def _plain(obj):
     import numpy as np
 

@@ -18,6 +18,7 @@ from ..problems import random_attention, random_mixture, stream_key
 from ..quadrature import expect_mixture
 from ..simulations.prompt_convergence import _sample_prompts, fit_loglog
 from ._registry import Outcome, register_check
+from ._registry import rel_error as _rel
 
 SEED = 20261203
 # Figure 2 parameters (reference §4.6), pi = (1/2, 1/2)
@@ -25,13 +26,9 @@ FIG2 = {"m1": (3.0, 0.0), "m2": (0.0, 3.0), "gamma": 1.0, "xi": 2.0}
 
 
 def fig2_mixture(pi1: float = 0.5):
-    m = jnp.array([FIG2["m1"], FIG2["m2"]])
-    return GaussianMixture.shared([pi1, 1 - pi1], m, FIG2["gamma"] ** 2 * jnp.eye(2))
+    return D.figure2_mixture(pi1)[0]
 
 
-def _rel(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
 
 
 @register_check(

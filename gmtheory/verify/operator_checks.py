@@ -23,14 +23,12 @@ from ..problems import random_attention, random_mixture, scale_to_quad, stream_k
 from ..quadrature import expect_mixture
 from ..simulations.prompt_convergence import fit_loglog, make_problem, prompt_sq_errors
 from ._registry import Outcome, register_check
+from ._registry import rel_error as _rel
 
 SEED = 20261202
 EPS = float(np.finfo(np.float64).eps)
 
 
-def _rel(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
 
 
 @register_check(
