@@ -1,0 +1,261 @@
+"""Gaussian Mixture Attention (GMA): linear-time attention routed through K Gaussians.
+
+Reference: gma.md (this project's definition; the paper publishes no code).  Per head,
+queries and keys are mapped to routing vectors ``z = W x`` in ``R^{d_r}``, whose
+responsibilities ``r(z) = softmax_c(l_c(z) / tau)`` over K diagonal (optionally
+diagonal + low-rank precision) Gaussian components define the rank-K affinity
+``A = R_q R_k^T``, which is never formed:
+
+* bidirectional, ``normalisation="query"``: ``y_i = r_qi^T (R_k^T V) / (r_qi^T R_k^T 1 + eps)``;
+* causal: the same with prefix sums ``S_t``, ``n_t``, computed chunk by chunk in a
+  ``lax.scan`` that carries ``(S, n)`` (body rematerialised), so memory is
+  ``O(N K + K d_v)`` per head in training as in inference;
+* ``normalisation="slot"``: per-slot means ``M = diag(R_k^T 1 + c)^{-1} R_k^T V`` read out
+  by ``y = R_q M`` (EM / Luna style; ``c`` a pseudo-count for empty slots).
+
+Padding masks zero the key responsibilities.  Accumulators are float32 or wider, also
+for bfloat16 inputs.  :func:`naive_attention` is the ``O(N^2)`` reference with the
+materialised affinity.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["GMAParams", "init", "responsibilities", "gma_attention", "naive_attention",
+           "log_responsibility_logits", "SIGMA_MIN"]
+
+SIGMA_MIN = 1e-2
+
+
+class GMAParams(NamedTuple):
+    """Parameters of a multi-head GMA layer (a pytree).
+
+    Shapes: ``Wq, Wk`` ``(H, d_model, d_r)``; ``Wv`` ``(H, d_model, d_v)``; ``Wo``
+    ``(H * d_v, d_model)``; ``mu``, ``rho`` ``(H, K, d_r)`` (scales
+    ``sigma = SIGMA_MIN + softplus(rho)``); ``mix_logits`` ``(H, K)``; ``log_tau`` ``(H,)``;
+    ``lowrank`` ``(H, K, d_r, r)`` or ``None`` (precision ``diag(sigma^-2) + U U^T``).
+    """
+
+    Wq: jax.Array
+    Wk: jax.Array
+    Wv: jax.Array
+    Wo: jax.Array
+    mu: jax.Array
+    rho: jax.Array
+    mix_logits: jax.Array
+    log_tau: jax.Array
+    lowrank: jax.Array | None = None
+
+
+def _kmeanspp(key, pts, K):
+    """k-means++ seeding on ``pts`` (n, d): returns ``(K, d)`` centres."""
+    n = pts.shape[0]
+    k0, key = jax.random.split(key)
+    centres = [pts[jax.random.randint(k0, (), 0, n)]]
+    for _ in range(1, K):
+        d2 = jnp.min(jnp.stack([jnp.sum((pts - c) ** 2, 1) for c in centres]), 0)
+        key, k = jax.random.split(key)
+        centres.append(pts[jax.random.choice(k, n, p=d2 / jnp.sum(d2))])
+    return jnp.stack(centres)
+
+
+def init(key, d_model: int, *, heads: int = 4, K: int = 16, d_r: int | None = None,
+         d_v: int | None = None, lowrank_rank: int = 0, tokens=None, tau0: float = 1.0,
+         dtype=jnp.float32) -> GMAParams:
+    """Initialise a GMA layer.
+
+    ``tokens`` ``(n, d_model)`` (optional) seeds the means by k-means++ on the projected
+    keys of each head; otherwise ``mu ~ N(0, I)``.  The temperature starts at
+    ``tau0 * sqrt(d_r)``; scales start near 1.
+    """
+    if K < 1 or heads < 1:
+        raise ValueError(f"K, heads: must be positive, got K={K}, heads={heads}.")
+    d_r = d_r or max(1, d_model // heads)
+    d_v = d_v or max(1, d_model // heads)
+    ks = jax.random.split(key, 6)
+    s = 1.0 / np.sqrt(d_model)
+    Wq = s * jax.random.normal(ks[0], (heads, d_model, d_r), dtype)
+    Wk = s * jax.random.normal(ks[1], (heads, d_model, d_r), dtype)
+    Wv = s * jax.random.normal(ks[2], (heads, d_model, d_v), dtype)
+    Wo = jax.random.normal(ks[3], (heads * d_v, d_model), dtype) / np.sqrt(heads * d_v)
+    if tokens is not None:
+        tokens = jnp.asarray(tokens, dtype)
+        mu = jnp.stack([_kmeanspp(jax.random.fold_in(ks[4], h), tokens @ Wk[h], K)
+                        for h in range(heads)])
+    else:
+        mu = jax.random.normal(ks[4], (heads, K, d_r), dtype)
+    rho = jnp.full((heads, K, d_r), np.log(np.expm1(1.0 - SIGMA_MIN)), dtype)
+    low = (0.01 * jax.random.normal(ks[5], (heads, K, d_r, lowrank_rank), dtype)
+           if lowrank_rank > 0 else None)
+    return GMAParams(Wq, Wk, Wv, Wo, mu, rho, jnp.zeros((heads, K), dtype),
+                     jnp.full((heads,), np.log(tau0 * np.sqrt(d_r)), dtype), low)
+
+
+def _head(params: GMAParams, h: int):
+    return jax.tree_util.tree_map(lambda a: None if a is None else a[h], params,
+                                  is_leaf=lambda a: a is None)
+
+
+def log_responsibility_logits(mu, rho, mix_logits, z, lowrank=None):
+    """``l_c(z) = log pi_c - 1/2 (z - mu_c)^T Lambda_c (z - mu_c) + 1/2 log det Lambda_c``.
+
+    Diagonal part by matmuls (``z^2 s^-2 - 2 z (mu s^-2) + sum mu^2 s^-2``) in float32 or
+    wider; low-rank part ``|U_c^T (z - mu_c)|^2`` and the determinant lemma.
+    Shapes: ``z`` ``(..., N, d_r)`` -> ``(..., N, K)``.
+    """
+    acc = jnp.promote_types(z.dtype, jnp.float32)
+    z = z.astype(acc)
+    mu, rho, mix_logits = mu.astype(acc), rho.astype(acc), mix_logits.astype(acc)
+    sigma = SIGMA_MIN + jax.nn.softplus(rho)
+    prec = sigma**-2  # (K, d_r)
+    quad = (z**2) @ prec.T - 2.0 * z @ (mu * prec).T + jnp.sum(mu**2 * prec, -1)
+    logdet = -2.0 * jnp.sum(jnp.log(sigma), -1)  # log det diag(sigma^-2)
+    if lowrank is not None:
+        U = lowrank.astype(acc)  # (K, d_r, r)
+        proj = jnp.einsum("...nd,kdr->...nkr", z, U) - jnp.einsum("kd,kdr->kr", mu, U)
+        quad = quad + jnp.sum(proj**2, -1)
+        inner = jnp.eye(U.shape[-1], dtype=acc) + jnp.einsum("kdr,kd,kds->krs", U, sigma**2, U)
+        logdet = logdet + jnp.linalg.slogdet(inner)[1]
+    return jax.nn.log_softmax(mix_logits) - 0.5 * quad + 0.5 * logdet
+
+
+def responsibilities(params: GMAParams, z, head: int = 0):
+    """Responsibilities ``softmax_c(l_c(z) / tau)`` of one head.
+
+    Shapes: ``(..., N, d_r) -> (..., N, K)``.
+    """
+    p = _head(params, head)
+    logits = log_responsibility_logits(p.mu, p.rho, p.mix_logits, z, p.lowrank)
+    return jax.nn.softmax(logits / jnp.exp(p.log_tau.astype(logits.dtype)), axis=-1)
+
+
+def _check_inputs(params, x, mask, normalisation):
+    if normalisation not in ("query", "slot"):
+        raise ValueError(f"normalisation: must be 'query' or 'slot', got {normalisation!r}.")
+    if x.ndim != 3 or x.shape[-1] != params.Wq.shape[1]:
+        raise ValueError(f"x: expected shape (B, N, {params.Wq.shape[1]}), got {tuple(x.shape)}.")
+    if mask is not None and tuple(mask.shape) != tuple(x.shape[:2]):
+        raise ValueError(f"mask: expected shape {tuple(x.shape[:2])} (True = real token), got "
+                         f"{tuple(mask.shape)}.")
+
+
+def _routes(params, x, mask):
+    """Per-head ``R_q, R_k`` (H, B, N, K) in the accumulator dtype and values (H, B, N, d_v)."""
+    def one(h):
+        p = _head(params, h)
+        rq = responsibilities(params, x @ p.Wq, h)
+        rk = responsibilities(params, x @ p.Wk, h)
+        if mask is not None:
+            rk = rk * mask[..., None].astype(rk.dtype)
+        return rq, rk, (x @ p.Wv).astype(rq.dtype)
+
+    outs = [one(h) for h in range(params.Wq.shape[0])]
+    return tuple(jnp.stack(o) for o in zip(*outs, strict=True))
+
+
+def _bidirectional(rq, rk, v, normalisation, eps):
+    kv = jnp.einsum("...nk,...nd->...kd", rk, v)
+    ksum = jnp.sum(rk, axis=-2)
+    if normalisation == "query":
+        return jnp.einsum("...nk,...kd->...nd", rq, kv) / (
+            jnp.einsum("...nk,...k->...n", rq, ksum)[..., None] + eps)
+    return jnp.einsum("...nk,...kd->...nd", rq, kv / (ksum[..., None] + eps))
+
+
+def _causal_chunked(rq, rk, v, chunk, normalisation, eps):
+    """Causal GMA for one (head, batch): ``rq, rk`` (N, K), ``v`` (N, d_v)."""
+    N, K = rq.shape
+    dv = v.shape[-1]
+    nc = -(-N // chunk)
+    pad = nc * chunk - N
+    rq_p = jnp.pad(rq, ((0, pad), (0, 0))).reshape(nc, chunk, K)
+    rk_p = jnp.pad(rk, ((0, pad), (0, 0))).reshape(nc, chunk, K)  # padded keys: r = 0
+    v_p = jnp.pad(v, ((0, pad), (0, 0))).reshape(nc, chunk, dv)
+    tril = jnp.tril(jnp.ones((chunk, chunk), rq.dtype))
+
+    @jax.checkpoint
+    def body(carry, blk):
+        S, n = carry
+        q, k, vv = blk
+        if normalisation == "query":
+            a = (q @ k.T) * tril
+            num = q @ S + a @ vv
+            den = q @ n + a.sum(1)
+            y = num / (den[:, None] + eps)
+        else:  # per-slot means of the prefix: needs the (C, K, d_v) prefix inside the chunk
+            S_t = S[None] + jnp.cumsum(k[:, :, None] * vv[:, None, :], axis=0)
+            n_t = n[None] + jnp.cumsum(k, axis=0)
+            y = jnp.einsum("ck,ckd->cd", q, S_t / (n_t[..., None] + eps))
+        return (S + k.T @ vv, n + k.sum(0)), y
+
+    init = (jnp.zeros((K, dv), rq.dtype), jnp.zeros((K,), rq.dtype))
+    _, ys = jax.lax.scan(body, init, (rq_p, rk_p, v_p))
+    return ys.reshape(nc * chunk, dv)[:N]
+
+
+@partial(jax.jit, static_argnames=("causal", "chunk", "normalisation"))
+def _gma(params, x, mask, causal, chunk, normalisation, eps):
+    rq, rk, v = _routes(params, x, mask)  # (H, B, N, K), (H, B, N, d_v)
+    if causal:
+        fn = lambda a, b, c: _causal_chunked(a, b, c, chunk, normalisation, eps)
+        y = jax.vmap(jax.vmap(fn))(rq, rk, v)
+    else:
+        y = _bidirectional(rq, rk, v, normalisation, eps)
+    H, B, N, dv = y.shape
+    y = jnp.transpose(y, (1, 2, 0, 3)).reshape(B, N, H * dv)
+    return (y @ params.Wo.astype(y.dtype)).astype(x.dtype)
+
+
+def gma_attention(params: GMAParams, x, *, causal: bool = False, chunk: int | None = None,
+                  mask=None, normalisation: str = "query", eps: float = 1e-6):
+    """Multi-head Gaussian Mixture Attention.
+
+    Shapes: ``x`` ``(B, N, d_model)`` or ``(N, d_model)`` -> same; ``mask`` ``(B, N)`` bool
+    (True for real tokens; padded keys get zero responsibility).  ``chunk`` is the causal
+    chunk size (default ``min(N, 128)``).  Outputs are cast back to ``x.dtype``;
+    accumulation happens in float32 or wider.
+    """
+    x = jnp.asarray(x)
+    squeeze = x.ndim == 2
+    if squeeze:
+        x = x[None]
+        mask = None if mask is None else jnp.asarray(mask)[None]
+    _check_inputs(params, x, mask, normalisation)
+    c = min(x.shape[1], 128) if chunk is None else int(chunk)
+    if c < 1:
+        raise ValueError(f"chunk: must be a positive integer, got {chunk}.")
+    out = _gma(params, x, mask, causal, c, normalisation, eps)
+    return out[0] if squeeze else out
+
+
+def naive_attention(params: GMAParams, x, *, causal=False, mask=None, normalisation="query",
+                    eps: float = 1e-6):
+    """``O(N^2)`` reference with the materialised affinity ``R_q R_k^T`` (tests only)."""
+    x = jnp.asarray(x)
+    if x.ndim == 2:
+        x = x[None]
+        mask = None if mask is None else jnp.asarray(mask)[None]
+    rq, rk, v = _routes(params, x, mask)
+    N = x.shape[1]
+    if normalisation == "query":
+        A = jnp.einsum("hbnk,hbmk->hbnm", rq, rk)
+        if causal:
+            A = A * jnp.tril(jnp.ones((N, N), A.dtype))
+        y = (A @ v) / (A.sum(-1, keepdims=True) + eps)
+    else:
+        if causal:
+            n_t = jnp.cumsum(rk, axis=2)  # (H, B, N, K) prefix counts
+            A = jnp.einsum("hbtk,hbjk->hbtj", rq / (n_t + eps), rk)
+            A = A * jnp.tril(jnp.ones((N, N), A.dtype))
+        else:
+            A = jnp.einsum("hbtk,hbjk->hbtj", rq / (rk.sum(2, keepdims=True) + eps), rk)
+        y = A @ v
+    H, B, _, dv = y.shape
+    y = jnp.transpose(y, (1, 2, 0, 3)).reshape(B, N, H * dv)
+    return (y @ params.Wo.astype(y.dtype)).astype(x.dtype)

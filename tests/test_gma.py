@@ -1,0 +1,141 @@
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gmtheory import gma
+
+
+def _params(K, lowrank=0, d_model=12, heads=2, dtype=jnp.float64, key=0):
+    return gma.init(jax.random.key(key), d_model, heads=heads, K=K, lowrank_rank=lowrank,
+                    dtype=dtype)
+
+
+CASES = [(K, lr, c, nm, 37, 8) for (K, lr), c, nm in itertools.product(
+    [(1, 0), (4, 2), (64, 0)], [False, True], ["query", "slot"])]
+CASES += [(4, 0, True, "query", 16, 16), (4, 0, True, "slot", 5, 128)]
+
+
+@pytest.mark.parametrize("K,lowrank,causal,norm,N,chunk", CASES)
+def test_matches_naive_float64(K, lowrank, causal, norm, N, chunk):
+    p = _params(K, lowrank)
+    x = jax.random.normal(jax.random.key(1), (3, N, 12))
+    mask = jnp.arange(N)[None] < jnp.array([N, max(1, N - 7), 2])[:, None]
+    a = gma.gma_attention(p, x, causal=causal, chunk=chunk, mask=mask, normalisation=norm)
+    b = gma.naive_attention(p, x, causal=causal, mask=mask, normalisation=norm)
+    np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12)
+
+
+def test_matches_naive_float32():
+    p = _params(16, dtype=jnp.float32)
+    x = jax.random.normal(jax.random.key(2), (2, 100, 12), jnp.float32)
+    for causal in (False, True):
+        a = gma.gma_attention(p, x, causal=causal, chunk=32)
+        with jax.default_matmul_precision("highest"):
+            b = gma.naive_attention(p, x, causal=causal)
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+
+
+def test_responsibilities_match_explicit_gaussians():
+    p = _params(5, lowrank=2)
+    z = jax.random.normal(jax.random.key(3), (20, p.mu.shape[-1]))
+    h = 1
+    sigma = gma.SIGMA_MIN + jax.nn.softplus(p.rho[h])
+    logp = []
+    for c in range(5):
+        Lam = jnp.diag(sigma[c] ** -2) + p.lowrank[h, c] @ p.lowrank[h, c].T
+        diff = z - p.mu[h, c]
+        logp.append(-0.5 * jnp.einsum("ni,ij,nj->n", diff, Lam, diff)
+                    + 0.5 * jnp.linalg.slogdet(Lam)[1])
+    logits = jax.nn.log_softmax(p.mix_logits[h])[None] + jnp.stack(logp, 1)
+    ref = jax.nn.softmax(logits / jnp.exp(p.log_tau[h]), axis=1)
+    np.testing.assert_allclose(gma.responsibilities(p, z, h), ref, rtol=1e-10, atol=1e-13)
+
+
+def test_responsibility_gradient_formula():
+    """dr_c/dz = (r_c / tau) (g_c - sum_j r_j g_j), g_c = -Lambda_c (z - mu_c)."""
+    p = _params(6, lowrank=2)
+    h = 0
+    z = jax.random.normal(jax.random.key(4), (p.mu.shape[-1],))
+    J = jax.jacfwd(lambda q: gma.responsibilities(p, q[None], h)[0])(z)
+    sigma = gma.SIGMA_MIN + jax.nn.softplus(p.rho[h])
+    Lam = jax.vmap(lambda s, U: jnp.diag(s**-2) + U @ U.T)(sigma, p.lowrank[h])
+    g = -jnp.einsum("kij,kj->ki", Lam, z[None] - p.mu[h])
+    r = gma.responsibilities(p, z[None], h)[0]
+    analytic = (r / jnp.exp(p.log_tau[h]))[:, None] * (g - r @ g)
+    np.testing.assert_allclose(J, analytic, rtol=1e-9, atol=1e-12)
+
+
+def test_affinity_nonnegative_low_rank_psd():
+    p = _params(4)
+    p = p._replace(Wk=p.Wq)  # W_q = W_k: A = R R^T is PSD
+    x = jax.random.normal(jax.random.key(5), (1, 30, 12))
+    rq, rk, _ = gma._routes(p, x, None)
+    A = np.asarray(rq[0, 0] @ rk[0, 0].T)
+    assert A.min() >= 0
+    assert np.linalg.matrix_rank(A, tol=1e-10) <= 4
+    ev = np.linalg.eigvalsh(0.5 * (A + A.T))
+    assert ev.min() >= -1e-12 * ev.max()
+
+
+def test_local_lipschitz_bound():
+    """|r(z1) - r(z2)| <= B(R) |z1 - z2| on the ball |z| <= R, with
+    B(R) = max_{c,c'} (|Lam_c - Lam_c'|_op R + |Lam_c mu_c - Lam_c' mu_c'|) / tau."""
+    p = _params(5)
+    h = 0
+    d = p.mu.shape[-1]
+    R = 2.0
+    sigma = np.asarray(gma.SIGMA_MIN + jax.nn.softplus(p.rho[h]))
+    p = p._replace(rho=p.rho.at[h].set(p.rho[h] + jax.random.normal(jax.random.key(6),
+                                                                     p.rho[h].shape)))
+    sigma = np.asarray(gma.SIGMA_MIN + jax.nn.softplus(p.rho[h]))
+    lam, mu = sigma**-2, np.asarray(p.mu[h])
+    B = max(np.max(np.abs(lam[a] - lam[b])) * R + np.linalg.norm(lam[a] * mu[a] - lam[b] * mu[b])
+            for a in range(5) for b in range(5)) / float(np.exp(p.log_tau[h]))
+    key = jax.random.key(7)
+    u = jax.random.normal(key, (20000, d))
+    u = u / jnp.linalg.norm(u, axis=1, keepdims=True) * R * jax.random.uniform(
+        jax.random.fold_in(key, 1), (20000, 1)) ** (1 / d)
+    z1, z2 = u[:10000], u[10000:]
+    z2 = z1 + 0.01 * (z2 - z1)  # nearby pairs probe the local constant
+    ratio = jnp.linalg.norm(gma.responsibilities(p, z1, h) - gma.responsibilities(p, z2, h),
+                            axis=1) / jnp.linalg.norm(z1 - z2, axis=1)
+    assert float(ratio.max()) <= B
+    assert float(ratio.max()) > 1e-3 * B  # the bound is not vacuous by orders of magnitude
+
+
+def test_bf16_long_sequence():
+    """bf16 inputs over N = 1e5 keep relative error < 1e-2 against float64."""
+    p32 = _params(8, d_model=8, heads=1, dtype=jnp.float32)
+    x = jax.random.normal(jax.random.key(8), (1, 100_000, 8))
+    p16 = jax.tree_util.tree_map(lambda a: a.astype(jnp.bfloat16), p32)
+    x16 = x.astype(jnp.bfloat16)
+    p64 = jax.tree_util.tree_map(lambda a: a.astype(jnp.float64), p16)
+    for causal in (True, False):
+        y16 = gma.gma_attention(p16, x16, causal=causal, chunk=256)
+        assert y16.dtype == jnp.bfloat16
+        y64 = gma.gma_attention(p64, x16.astype(jnp.float64), causal=causal, chunk=256)
+        rel = float(jnp.linalg.norm(y16.astype(jnp.float64) - y64) / jnp.linalg.norm(y64))
+        assert rel < 1e-2, (causal, rel)
+
+
+def test_kmeanspp_init_and_errors():
+    toks = jnp.concatenate([jax.random.normal(jax.random.key(9), (50, 12)) + 5.0 * i
+                            for i in range(3)])
+    p = gma.init(jax.random.key(10), 12, heads=2, K=3, tokens=toks, dtype=jnp.float64)
+    proj = toks @ p.Wk[0]
+    d2 = jnp.min(jnp.sum((proj[:, None] - p.mu[0][None]) ** 2, -1), 1)
+    assert float(jnp.mean(d2)) < float(jnp.mean(jnp.sum((proj - proj.mean(0)) ** 2, 1)))
+    x = jnp.ones((2, 5, 12))
+    with pytest.raises(ValueError, match="normalisation"):
+        gma.gma_attention(p, x, normalisation="bogus")
+    with pytest.raises(ValueError, match="x: expected shape"):
+        gma.gma_attention(p, jnp.ones((2, 5, 7)))
+    with pytest.raises(ValueError, match="mask: expected shape"):
+        gma.gma_attention(p, x, mask=jnp.ones((2, 4), bool))
+    with pytest.raises(ValueError, match="K, heads"):
+        gma.init(jax.random.key(0), 12, K=0)
+    y = gma.gma_attention(p, x[0])  # unbatched input
+    assert y.shape == (5, 12)
