@@ -10,6 +10,7 @@ import time
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .mixture import GaussianMixture
 from .operators import _softmax_limit, _softmax_scan
@@ -94,3 +95,146 @@ def format_operator(res: dict) -> str:
 
 
 BENCHES = {"operator": (bench_operator, format_operator)}
+
+
+# ------------------------------------------------------------------------------ GMA
+def _temp_bytes(fn, *args) -> float:
+    try:
+        ma = jax.jit(fn).lower(*args).compile().memory_analysis()
+        return float(ma.temp_size_in_bytes)
+    except Exception:  # backend without memory analysis
+        return float("nan")
+
+
+def _gma_methods(params, heads, dh):
+    from . import gma
+
+    def split(x, W):
+        return (x @ W).reshape(x.shape[0], x.shape[1], heads, dh)
+
+    def softmax_xla(p, x):
+        q, k, v = split(x, p["q"]), split(x, p["k"]), split(x, p["v"])
+        y = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
+        return y.reshape(x.shape)
+
+    def linear_elu(p, x):
+        q = jax.nn.elu(split(x, p["q"])) + 1
+        k = jax.nn.elu(split(x, p["k"])) + 1
+        v = split(x, p["v"])
+        S = jnp.cumsum(jnp.einsum("bnhd,bnhe->bnhde", k, v), axis=1)
+        z = jnp.cumsum(k, axis=1)
+        y = jnp.einsum("bnhd,bnhde->bnhe", q, S) / (jnp.einsum("bnhd,bnhd->bnh", q, z)[..., None]
+                                                    + 1e-6)
+        return y.reshape(x.shape)
+
+    def gma_cumsum(p, x):
+        rq, rk, v = gma._routes(p, x, None)
+        S = jnp.cumsum(rk[..., :, None] * v[..., None, :], axis=2)  # (H,B,N,K,dv): N K dv
+        n = jnp.cumsum(rk, axis=2)
+        y = jnp.einsum("hbnk,hbnkd->hbnd", rq, S) / (jnp.einsum("hbnk,hbnk->hbn", rq, n)[..., None]
+                                                    + 1e-6)
+        H, B, N, dv = y.shape
+        return jnp.transpose(y, (1, 2, 0, 3)).reshape(B, N, H * dv) @ p.Wo
+
+    return {
+        "gma-causal": (params, lambda p, x: gma.gma_attention(p, x, causal=True, chunk=128)),
+        "gma-bidirectional": (params, lambda p, x: gma.gma_attention(p, x)),
+        "gma-causal-cumsum": (params, gma_cumsum),
+        "softmax-xla-causal": (None, softmax_xla),
+        "linear-elu-causal": (None, linear_elu),
+    }
+
+
+def bench_gma(quick: bool = False, repeats: int = 10, dtype=jnp.float32) -> dict:
+    """GMA vs xla softmax, elu+1 linear attention and naive cumsum GMA (gma.md benchmarks).
+
+    d_model = 64, 4 heads; forward and forward+backward; median of ``repeats`` after a
+    warm-up; compiled temporary memory from XLA's memory analysis.
+    """
+    from . import gma
+    from .simulations.prompt_convergence import fit_loglog
+
+    d_model, heads = 64, 4
+    dh = d_model // heads
+    Ns = [2**k for k in range(9, 13 if quick else 17)]
+    Ks = (16,) if quick else (16, 64)
+    key = jax.random.key(0)
+    base = {n: 0.125 * jax.random.normal(jax.random.fold_in(key, i), (d_model, d_model), dtype)
+            for i, n in enumerate("qkv")}
+    rows = []
+    for K in Ks:
+        params = gma.init(key, d_model, heads=heads, K=K, dtype=dtype)
+        for name, (p, f) in _gma_methods(params, heads, dh).items():
+            if name.startswith(("softmax", "linear")) and K != Ks[0]:
+                continue
+            p = base if p is None else p
+            for N in Ns:
+                if name.startswith("softmax") and N > 2**14:
+                    continue  # the N x N score tensor exceeds memory on this machine
+                if name == "gma-causal-cumsum" and N * K * dh * heads > 2**27:
+                    continue
+                x = jax.random.normal(jax.random.fold_in(key, N), (1, N, d_model), dtype)
+                fwd = jax.jit(lambda p_, x_, f=f: f(p_, x_))
+                fb = jax.jit(jax.grad(lambda p_, x_, f=f: jnp.sum(f(p_, x_) ** 2)))
+                rows.append({
+                    "method": name, "K": K if name.startswith("gma") else None, "N": N,
+                    "fwd_s": time_fn(fwd, p, x, repeats=repeats),
+                    "fwdbwd_s": time_fn(fb, p, x, repeats=repeats),
+                    "fwd_temp_bytes": _temp_bytes(lambda p_, x_, f=f: f(p_, x_), p, x),
+                    "fwdbwd_temp_bytes": _temp_bytes(
+                        jax.grad(lambda p_, x_, f=f: jnp.sum(f(p_, x_) ** 2)), p, x),
+                })
+    res = {"rows": rows, "Ns": Ns, "Ks": list(Ks), "backend": jax.default_backend(),
+           "dtype": jnp.dtype(dtype).name, "repeats": repeats, "slopes": {}}
+
+    def series(method, K, field):
+        pts = [(r["N"], r[field]) for r in rows if r["method"] == method and r["K"] == K]
+        return np.array(pts, float).T if pts else np.zeros((2, 0))
+
+    big = [n for n in Ns if n >= 2**11]
+    for r in {(r["method"], r["K"]) for r in rows}:
+        for field in ("fwd_s", "fwdbwd_s", "fwdbwd_temp_bytes"):
+            n, t = series(*r, field)
+            sel = np.isin(n, big) & np.isfinite(t) & (t > 0)
+            if sel.sum() >= 2:
+                res["slopes"][f"{r[0]}[K={r[1]}] {field}"] = fit_loglog(n[sel], t[sel])[0]
+    n_s, t_s = series("softmax-xla-causal", None, "fwdbwd_s")
+    n_g, t_g = series("gma-causal", Ks[0], "fwdbwd_s")
+    faster = [n for n in n_g if n in n_s and t_g[n_g == n][0] < t_s[n_s == n][0]]
+    res["crossover_N"] = float(min(faster)) if faster else None
+    ref = max(n for n in n_g if n in n_s) if len(n_s) else None
+    if ref:
+        res["ratio_N"] = ref
+        res["softmax_over_gma_fwdbwd"] = float(t_s[n_s == ref][0] / t_g[n_g == ref][0])
+    n_c, m_c = series("gma-causal-cumsum", Ks[0], "fwdbwd_temp_bytes")
+    n_m, m_g = series("gma-causal", Ks[0], "fwdbwd_temp_bytes")
+    common = [n for n in n_c if n in n_m]
+    if common:
+        res["memory_ratio_N"] = max(common)
+        res["cumsum_over_chunked_memory"] = float(m_c[n_c == max(common)][0]
+                                                  / m_g[n_m == max(common)][0])
+    return res
+
+
+def format_gma(res: dict) -> str:
+    lines = [f"backend {res['backend']}, dtype {res['dtype']}, median of {res['repeats']}; "
+             "d_model 64, 4 heads",
+             f"{'method':<22} {'K':>4} {'N':>7} {'fwd s':>9} {'fwd+bwd s':>10} {'temp MiB':>9}"]
+    for r in res["rows"]:
+        lines.append(f"{r['method']:<22} {r['K'] or '-':>4} {r['N']:>7} {r['fwd_s']:9.4f} "
+                     f"{r['fwdbwd_s']:10.4f} {r['fwdbwd_temp_bytes'] / 2**20:9.1f}")
+    lines.append("log-log slopes over N >= 2048 (goal <= 1.15 for GMA):")
+    for k, v in sorted(res["slopes"].items()):
+        lines.append(f"  {k:<48} {v:+.3f}")
+    lines.append(f"crossover N (causal GMA fwd+bwd faster than xla softmax): {res['crossover_N']}")
+    if "ratio_N" in res:
+        lines.append(f"xla softmax / causal GMA fwd+bwd time at N = {res['ratio_N']}: "
+                     f"{res['softmax_over_gma_fwdbwd']:.1f}x (goal >= 10 at N = 16384)")
+    if "memory_ratio_N" in res:
+        lines.append(f"cumsum / chunked causal GMA fwd+bwd temp memory at N = "
+                     f"{res['memory_ratio_N']}: {res['cumsum_over_chunked_memory']:.1f}x "
+                     "(goal >= 3 at N = 16384)")
+    return "\n".join(lines)
+
+
+BENCHES["gma"] = (bench_gma, format_gma)

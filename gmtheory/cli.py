@@ -208,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_derive)
 
     sp = sub.add_parser("bench", help="throughput benchmarks against same-process baselines")
-    sp.add_argument("name", metavar="NAME", help="benchmark: operator")
+    sp.add_argument("name", metavar="NAME", help="benchmark: operator or gma")
     sp.add_argument("--quick", action="store_true", help="smaller sizes")
     sp.add_argument("--repeats", type=int, default=5, help="timed repeats (median reported)")
     sp.add_argument("--json", metavar="PATH", help="also write results as JSON")
