@@ -37,8 +37,8 @@ RECIP_A = 0.25
 @dataclass(frozen=True)
 class ApproxTrainedConfig:
     seed: int = 0
-    seeds: int = 4
-    steps: int = 2000
+    seeds: int = 3
+    steps: int = 1500
     lr: float = 1e-2
     n_train: int = 513
     levels: tuple[int, ...] = (1, 2, 3)

@@ -195,9 +195,9 @@ class SweepConfig:
     """
 
     seed: int = 0
-    ratios: tuple[float, ...] = (0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8)
-    seps: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0)
-    starts: int = 2
+    ratios: tuple[float, ...] = (0.35, 0.6, 1.0, 1.7, 2.8)
+    seps: tuple[float, ...] = (0.5, 1.5, 2.5, 3.5, 5.0)
+    starts: int = 1
     gh_order: int = 16
 
     @classmethod
