@@ -101,6 +101,11 @@ def test_icl_pipeline_small(tmp_path):
     # Prop. 4.4 parameters: finite-prompt excess shrinks with L
     assert a["prop44_excess"][1] < a["prop44_excess"][0]
     assert np.all(a["mean_linear_gap"] > 0)
+    from gmtheory.simulations import get_simulation, make_config
+
+    sim = get_simulation("icl-denoising")
+    lines = sim.summary(make_config(sim, "quick", {"Ls": (16, 64)}), a)
+    assert any("residual coefficient" in line for line in lines)
 
 
 def test_clean_context_pipeline_small(tmp_path):

@@ -208,6 +208,11 @@ def _assemble(cfg, points, results):
                 temps.append(tr[np.arange(tr.shape[0]), np.argmax(np.abs(tr), 1)])
             out["softmax/inv_temp"] = np.stack(temps)
             out["inv_temp_prop44"] = np.array(1.0 / s)
+            # coefficient of the residual copy of z in the output: tr(W[:, :d] + W[:, d:])/d
+            d = cfg.d
+            out["softmax/z_coef"] = np.stack(
+                [np.trace(r["W"][:, :, :d] + r["W"][:, :, d:], axis1=1, axis2=2) / d for r in rs])
+            out["z_coef_prop44"] = np.array(1.0 - 2.0 * cfg.xi**2 / s)
     out["mean_linear_gap"] = np.full(len(cfg.Ls), mean_linear_gap(cfg))
     return out
 
@@ -228,6 +233,9 @@ def _summary(cfg, a):
                  "(reference expects about -1)")
     lines.append(f"Prop. 4.4 inverse temperature 1/(gamma^2 + xi^2) = "
                  f"{float(a['inv_temp_prop44']):.4g}")
+    lines.append("residual coefficient tr(W_out[:, :d] + W_out[:, d:])/d, trained (median per L): "
+                 + ", ".join(f"{np.median(v):.3f}" for v in a["softmax/z_coef"])
+                 + f"; Prop. 4.4: 1 - 2a = {float(a['z_coef_prop44']):.3f}")
     return lines
 
 
@@ -239,4 +247,5 @@ register(Simulation(
     run_point=_run_point,
     assemble=_assemble,
     summary=_summary,
+    schema=2,
 ))
