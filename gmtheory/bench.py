@@ -238,3 +238,37 @@ def format_gma(res: dict) -> str:
 
 
 BENCHES["gma"] = (bench_gma, format_gma)
+
+
+def plot_gma(res: dict, path) -> None:
+    """Time (forward+backward) and compiled temporary memory against N, log–log."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .figures import style_path
+
+    with plt.style.context(str(style_path())):
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.3))
+        keys = sorted({(r["method"], r["K"] or 0) for r in res["rows"]})
+        for i, (method, K) in enumerate(keys):
+            pts = sorted((r["N"], r["fwdbwd_s"], r["fwdbwd_temp_bytes"]) for r in res["rows"]
+                         if r["method"] == method and (r["K"] or 0) == K)
+            n, t, m = (np.array(v, float) for v in zip(*pts, strict=True))
+            lab = method + (f" (K={K})" if K else "")
+            ls = "--" if K == 64 else "-"
+            ax1.loglog(n, t, "o" + ls, ms=3, label=lab, color=f"C{i % 8}")
+            ax2.loglog(n, m / 2**20, "o" + ls, ms=3, label=lab, color=f"C{i % 8}")
+        ax1.set_xlabel("sequence length N")
+        ax1.set_ylabel("forward + backward time (s, median)")
+        ax2.set_xlabel("sequence length N")
+        ax2.set_ylabel("compiled temporary memory (MiB)")
+        ax1.set_title("Time: GMA is linear in N, softmax quadratic")
+        ax2.set_title("Memory: chunked causal GMA stays O(NK)")
+        ax1.legend(fontsize=7)
+        fig.text(0.01, -0.02, f"d_model 64, 4 heads, {res['dtype']}, backend {res['backend']}, "
+                 f"median of {res['repeats']} runs after warm-up.", fontsize=9, style="italic")
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)

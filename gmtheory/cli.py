@@ -157,6 +157,11 @@ def cmd_bench(args) -> int:
 
         atomic_write_bytes(Path(args.json), json.dumps(res, indent=2).encode())
         print(f"wrote {args.json}")
+    if args.figure and args.name == "gma":
+        from .bench import plot_gma
+
+        plot_gma(res, args.figure)
+        print(f"wrote {args.figure}")
     return 0
 
 
@@ -212,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--quick", action="store_true", help="smaller sizes")
     sp.add_argument("--repeats", type=int, default=5, help="timed repeats (median reported)")
     sp.add_argument("--json", metavar="PATH", help="also write results as JSON")
+    sp.add_argument("--figure", metavar="PATH", help="gma: also draw time/memory vs N (PNG)")
     sp.set_defaults(func=cmd_bench)
     return p
 

@@ -139,3 +139,20 @@ def test_kmeanspp_init_and_errors():
         gma.init(jax.random.key(0), 12, K=0)
     y = gma.gma_attention(p, x[0])  # unbatched input
     assert y.shape == (5, 12)
+
+
+def test_bench_report_and_figure(tmp_path):
+    from gmtheory.bench import format_gma, plot_gma
+
+    rows = []
+    for m, K in (("gma-causal", 16), ("softmax-xla-causal", None), ("gma-causal-cumsum", 16)):
+        for N in (512, 1024, 2048, 4096):
+            t = 1e-6 * N * (N / 512 if m.startswith("softmax") else 1)
+            rows.append({"method": m, "K": K, "N": N, "fwd_s": t, "fwdbwd_s": 2 * t,
+                         "fwd_temp_bytes": 100.0 * N, "fwdbwd_temp_bytes": 200.0 * N})
+    res = {"rows": rows, "slopes": {"gma-causal[K=16] fwdbwd_s": 1.0}, "crossover_N": 1024.0,
+           "backend": "cpu", "dtype": "float32", "repeats": 10}
+    text = format_gma(res)
+    assert "crossover N" in text and "gma-causal" in text
+    plot_gma(res, tmp_path / "b.png")
+    assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
