@@ -75,7 +75,7 @@ def register_check(id: str, claim: str, reference: str):
 
 
 def _load_all():
-    from . import approx_checks, denoising_checks, operator_checks  # noqa: F401
+    from . import approx_checks, denoising_checks, lda_checks, operator_checks  # noqa: F401
 
 
 def select_checks(only: str | None = None) -> list[Check]:
