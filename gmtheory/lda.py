@@ -51,10 +51,11 @@ __all__ = [
     "bayes_parameters", "params_from_matrices", "lemma_b1_output", "label_augmented_mixture",
     "krylov_basis", "invariant_set_residual", "dist_E1", "dist_E2", "zeta_R",
     "reduced_loss", "sample", "prompt_predictor", "gradient_descent", "flatten", "unflatten",
-    "linear_attention_optimum",
+    "linear_attention_optimum", "linear_limit_weight", "table3_start",
 ]
 
 DEFAULT_ORDER = 64
+GATE_NODES = 256
 
 
 class LDAParams(NamedTuple):
@@ -249,18 +250,55 @@ def lemma_b1_output(prob: LDAProblem, U, V, x, y):
 
 # ---------------------------------------------------------------- quadrature engine ---
 
-def _nodes(prob: LDAProblem, dirs, order: int):
-    """Class-conditional nodes ``X_{c,i}`` (2, n, d), weights (n,), and
-    ``C_perp = A (I - Q Q^T) A^T`` for ``E[h(dirs X) ...]`` (module docstring)."""
+def _gate_rule(center, kappa, n: int):
+    """1-D rule for ``E_{t ~ N(0,1)} h(t)`` when ``h`` has a sigmoid of slope ``kappa``
+    centred at ``center``: trapezoid in ``tau`` after ``t = c + sinh(tau) / kappa'``
+    (``kappa' = max(|kappa|, 1)``, ``c`` = centre clipped to [-4, 4]), which puts nodes
+    at spacing ~``h / kappa`` on the transition and ~``|t - c| h`` away from it.  The
+    trapezoid converges geometrically in ``n`` for any slope, but the bulk of the
+    Gaussian, up to ~7 from ``c``, needs ``h`` of a few hundredths: use n ~ 400-800."""
+    kp = jnp.maximum(jnp.abs(kappa), 1.0)
+    c = jnp.clip(center, -4.0, 4.0)
+    T = jnp.arcsinh(14.0 * kp)
+    tau = jnp.linspace(-1.0, 1.0, n) * T
+    h = 2.0 * T / (n - 1)
+    t = c + jnp.sinh(tau) / kp
+    w = h * jnp.cosh(tau) / kp * jnp.exp(-0.5 * t**2) / jnp.sqrt(2 * jnp.pi)
+    return t, w / jnp.sum(w)
+
+
+def _nodes(prob: LDAProblem, dirs, order: int, gate_nodes: int | None = None):
+    """Class-conditional nodes ``X_{c,i}`` (2, n, d), weights (2, n), and
+    ``C_perp = A (I - Q Q^T) A^T`` for ``E[h(dirs X) ...]`` (module docstring).
+
+    Tensor Gauss–Hermite of ``order`` per axis.  With ``gate_nodes``, the first axis
+    (``dirs[0]`` must be the gate direction ``s``; it is then the standardised
+    ``s^T X``) uses :func:`_gate_rule` with that many nodes, centred on each class's
+    gate transition: needed when the gate is sharper than the GH node spacing."""
     A = prob.chol
     B = A.T @ dirs.T                              # (d, k)
-    Q, _ = jnp.linalg.qr(B)                       # orthonormal, contains range(B)
-    t, om = _rule_np(order, Q.shape[1])
+    Q, R = jnp.linalg.qr(B)                       # orthonormal, contains range(B)
+    k = Q.shape[1]
     AQ = A @ Q
     means = jnp.stack([prob.m_pos, prob.m_neg])
-    X = means[:, None, :] + (jnp.asarray(t) @ AQ.T)[None]
+    if gate_nodes is None:
+        t, om = (jnp.asarray(a) for a in _rule_np(order, k))
+        t, om = jnp.broadcast_to(t, (2, *t.shape)), jnp.broadcast_to(om, (2, *om.shape))
+    else:
+        kappa = R[0, 0]                           # s^T X = s^T m_c + kappa t_1
+        gate = prob.s0 + means @ dirs[0]
+        ok = jnp.abs(kappa) > 1e-300
+        center = jnp.where(ok, -gate / jnp.where(ok, kappa, 1.0), 0.0)      # (2,)
+        t1, w1 = jax.vmap(lambda c: _gate_rule(c, kappa, gate_nodes))(center)
+        tr, wr = (jnp.asarray(a) for a in _rule_np(order, k - 1))
+        n1, nr = t1.shape[1], tr.shape[0]
+        t = jnp.concatenate([jnp.broadcast_to(t1[:, :, None, None], (2, n1, nr, 1)),
+                             jnp.broadcast_to(tr[None, None], (2, n1, nr, k - 1))],
+                            -1).reshape(2, n1 * nr, k)
+        om = (w1[:, :, None] * wr[None, None, :]).reshape(2, -1)
+    X = means[:, None, :] + t @ AQ.T
     Cp = prob.cov - AQ @ AQ.T
-    return X, jnp.asarray(om), Cp
+    return X, om, Cp
 
 
 def _resolve_form(prob, form):
@@ -304,23 +342,30 @@ def _dirs(prob, zeta: Effective, form: str):
     return jnp.stack([zeta.s, zeta.w])
 
 
-def risk_eff(prob: LDAProblem, zeta: Effective, order: int = DEFAULT_ORDER):
-    """``R~(zeta)`` (eq. (8)) by 2-D Gauss–Hermite on ``(w^T X, s^T X)``."""
-    X, om, _ = _nodes(prob, _dirs(prob, zeta, "class"), order)
+def risk_eff(prob: LDAProblem, zeta: Effective, order: int = DEFAULT_ORDER,
+             gate_nodes: int | None = GATE_NODES):
+    """``R~(zeta)`` (eq. (8)) by 2-D Gauss–Hermite on ``(w^T X, s^T X)``.
+
+    The gate axis is integrated with :func:`_gate_rule` (``gate_nodes`` nodes, converged
+    to round-off for any gate slope in our tests against Monte Carlo); ``gate_nodes=None``
+    uses plain GH there, which is cheaper but under-resolves a sharp gate
+    (``|Gamma^{1/2} s| >~ 5``: errors of 1e-5 to 1e-2 at order 64, possibly *below* R*)."""
+    X, om, _ = _nodes(prob, _dirs(prob, zeta, "class"), order, gate_nodes)
     _, _, loss, _, _ = _pointwise(prob, zeta, X)
     return jnp.sum(_class_weights(prob) * loss * om)
 
 
 def grad_eff(prob: LDAProblem, zeta: Effective, order: int = DEFAULT_ORDER,
-             form: str | None = None) -> Effective:
+             form: str | None = None, gate_nodes: int | None = None) -> Effective:
     """Lemma B.9: ``(E[D X], E[D], E[D sigma_s], r E[D sigma_s (1 - sigma_s) X])`` with
     ``D = sigma(g) - eta``.  ``form``: ``"eta"`` (default for d = 2) evaluates ``D`` node
     by node, exact at Bayes points; ``"class"`` (default for d > 2) uses the
-    class-conditional derivative on a 2-D projection (``"eta"`` needs a 3-D one there)."""
+    class-conditional derivative on a 2-D projection (``"eta"`` needs a 3-D one there).
+    ``gate_nodes`` as in :func:`risk_eff` (default: plain GH, for speed)."""
     form = _resolve_form(prob, form)
-    X, om, _ = _nodes(prob, _dirs(prob, zeta, form), order)
+    X, om, _ = _nodes(prob, _dirs(prob, zeta, form), order, gate_nodes)
     _, sg, _, l1, _ = _pointwise(prob, zeta, X, form)
-    W = _class_weights(prob) * l1 * om            # (2, n): pi_c omega_i l'
+    W = _class_weights(prob) * l1 * om            # (2, n): pi_c omega_ci l'
     gw = jnp.einsum("cn,cnd->d", W, X)
     gb = jnp.sum(W)
     gr = jnp.sum(W * sg)
@@ -329,14 +374,14 @@ def grad_eff(prob: LDAProblem, zeta: Effective, order: int = DEFAULT_ORDER,
 
 
 def hess_eff(prob: LDAProblem, zeta: Effective, order: int = DEFAULT_ORDER,
-             form: str | None = None):
+             form: str | None = None, gate_nodes: int | None = None):
     """Hessian of ``R~`` in the flat order ``(w, b, r, s)``, shape (2d+2, 2d+2):
     ``E[l'' grad g grad g^T + l' grad^2 g]`` with the ``C_perp`` correction for the
     second moments (at a Bayes point this is Prop. B.12's ``E[eta(1-eta) ...]``).
-    ``form`` as in :func:`grad_eff`."""
+    ``form`` and ``gate_nodes`` as in :func:`grad_eff`."""
     d = prob.d
     form = _resolve_form(prob, form)
-    X, om, Cp = _nodes(prob, _dirs(prob, zeta, form), order)
+    X, om, Cp = _nodes(prob, _dirs(prob, zeta, form), order, gate_nodes)
     _, sg, _, l1, l2 = _pointwise(prob, zeta, X, form)
     r = zeta.r
     pw = _class_weights(prob) * om
@@ -361,9 +406,9 @@ def hess_eff(prob: LDAProblem, zeta: Effective, order: int = DEFAULT_ORDER,
 
 def reduced_loss(prob: LDAProblem, w, order: int = DEFAULT_ORDER):
     """``L(w) = R~(w, 0, 0, 0)``, the loss of Theorem 3.6's reduced flow (and of linear
-    attention, which has no bias path)."""
+    attention, which has no bias path).  The gate is constant here, so plain GH."""
     z = jnp.zeros(())
-    return risk_eff(prob, Effective(w, z, z, jnp.zeros_like(w)), order)
+    return risk_eff(prob, Effective(w, z, z, jnp.zeros_like(w)), order, gate_nodes=None)
 
 
 # ---------------------------------------------------------------- attention coords ----
@@ -381,9 +426,10 @@ def _flat_eff(zeta: Effective):
     return jnp.concatenate([zeta.w, jnp.atleast_1d(zeta.b), jnp.atleast_1d(zeta.r), zeta.s])
 
 
-def risk(prob: LDAProblem, theta: LDAParams, order: int = DEFAULT_ORDER):
-    """``R(theta) = R~(Phi(theta))``."""
-    return risk_eff(prob, phi(prob, theta), order)
+def risk(prob: LDAProblem, theta: LDAParams, order: int = DEFAULT_ORDER,
+         gate_nodes: int | None = GATE_NODES):
+    """``R(theta) = R~(Phi(theta))`` (``gate_nodes`` as in :func:`risk_eff`)."""
+    return risk_eff(prob, phi(prob, theta), order, gate_nodes)
 
 
 def grad(prob: LDAProblem, theta: LDAParams, order: int = DEFAULT_ORDER,
@@ -446,6 +492,27 @@ def bayes_parameters(prob: LDAProblem) -> LDAParams:
         v21 = jnp.linalg.solve(G, w)
         v22 = jnp.zeros(())
     return LDAParams(U11, -0.5 * U11 @ dm, v21, jnp.asarray(v22, dtype=w.dtype))
+
+
+def table3_start(name: str, prob: LDAProblem | None = None) -> LDAParams:
+    """Table 3 starts for C1 (reference §4.3), before the ``eps = 1e-6`` noise.
+
+    ``"theta1"``: near Theta_1; the U11 entry is damaged in the available text, and the
+    reconstruction ``U11 = [[1/(2b*), 0], [-1/(2b*), 1]]``, ``u12 = (10, 10)``,
+    ``v21 = (2b*, 0)``, ``v22 = -b*`` lies in Theta_1^reg (|s| = 27.7).
+    ``"theta2"``: ``U11 = I``, ``u12 = (-1/2, 1/2)``, ``v21 = (1, -1)`` and the printed
+    ``v22``; it lies in Theta_2 with ``r != 0``."""
+    prob = prob or config("C1")
+    _, b = bayes_score(prob)
+    if name == "theta1":
+        return LDAParams(jnp.array([[1 / (2 * b), 0.0], [-1 / (2 * b), 1.0]]),
+                         jnp.array([10.0, 10.0]), jnp.stack([2 * b, 0.0]), -b)
+    if name == "theta2":
+        pi = prob.pi_pos
+        v21 = jnp.array([1.0, -1.0])
+        v22 = (v21 @ prob.m_neg - b + pi * v21 @ prob.delta_m) / (1 - 2 * pi)
+        return LDAParams(jnp.eye(2), jnp.array([-0.5, 0.5]), v21, v22)
+    raise ValueError(f"name: unknown Table 3 start {name!r}; use 'theta1' or 'theta2'.")
 
 
 def dist_E1(prob: LDAProblem, zeta: Effective):
@@ -538,13 +605,24 @@ def linear_attention_optimum(prob: LDAProblem, order: int = DEFAULT_ORDER, iters
     return w, reduced_loss(prob, w, order)
 
 
+def linear_limit_weight(prob: LDAProblem, theta: LDAParams):
+    """Infinite-prompt linear attention at ``(x, 0)``: its last coordinate is ``w^T x`` with
+    ``w = U11 E[X (v21^T X + v22 Y)] + u12 E[Y (v21^T X + v22 Y)]`` (no bias path)."""
+    U11, u12, v21, v22 = theta
+    p = prob.pi_pos
+    Exx = (p * jnp.outer(prob.m_pos, prob.m_pos) + (1 - p) * jnp.outer(prob.m_neg, prob.m_neg)
+           + prob.cov)
+    Exy = p * prob.m_pos - (1 - p) * prob.m_neg
+    return U11 @ (Exx @ v21 + Exy * v22) + u12 * (Exy @ v21 + v22)
+
+
 # ---------------------------------------------------------------- gradient descent ----
 
 def gradient_descent(prob: LDAProblem, theta0: LDAParams, lr: float, steps: int,
                      record_every: int = 1, order: int = DEFAULT_ORDER):
     """Population gradient descent ``theta <- theta - lr grad R(theta)`` with Lemma B.10's
     analytic gradient, as one jitted ``lax.scan``.  Returns ``(theta_final, trace)`` where
-    ``trace`` has ``dist_E1``, ``dist_E2`` and ``risk`` every
+    ``trace`` has ``dist_E1``, ``dist_E2``, ``risk`` and the flat ``theta`` every
     ``record_every`` steps (``steps // record_every`` rows)."""
     if steps % record_every:
         raise ValueError(f"steps: {steps} is not a multiple of record_every={record_every}.")
@@ -563,6 +641,6 @@ def _gd(prob, theta0, lr, outer, inner, order):
         th, _ = jax.lax.scan(step, th, None, length=inner)
         zeta = phi(prob, th)
         return th, {"dist_E1": dist_E1(prob, zeta), "dist_E2": dist_E2(prob, zeta),
-                    "risk": risk_eff(prob, zeta, order)}
+                    "risk": risk_eff(prob, zeta, order), "theta": ravel_pytree(th)[0]}
 
     return jax.lax.scan(block, theta0, None, length=outer)

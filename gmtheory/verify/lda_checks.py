@@ -86,25 +86,6 @@ def _max_angle(A, B):
     return float(np.max(scipy.linalg.subspace_angles(A, B)))
 
 
-def theta1_c1(prob=None):
-    """Reconstructed Table 3 start theta^(1) for C1 (§4.3): a point of Theta_1^reg."""
-    prob = prob or lda.config("C1")
-    _, b = lda.bayes_score(prob)
-    b = float(b)
-    return lda.LDAParams(jnp.array([[1 / (2 * b), 0.0], [-1 / (2 * b), 1.0]]),
-                         jnp.array([10.0, 10.0]), jnp.array([2 * b, 0.0]), jnp.asarray(-b))
-
-
-def theta2_c1(prob=None):
-    """Table 3 start theta^(2) for C1: a point of Theta_2 with r != 0."""
-    prob = prob or lda.config("C1")
-    _, b = lda.bayes_score(prob)
-    pi = float(prob.pi_pos)
-    v21 = jnp.array([1.0, -1.0])
-    v22 = (v21 @ prob.m_neg - b + pi * v21 @ prob.delta_m) / (1 - 2 * pi)
-    return lda.LDAParams(jnp.eye(2), jnp.array([-0.5, 0.5]), v21, jnp.asarray(v22))
-
-
 def random_theta1(key, prob):
     """A random point of Theta_1 with a standard normal s (needs b* != 0): scale a random
     U11 so that b = b* while w = w* and r = 0, then set u12 = (s - U11 dm) / 2."""
@@ -584,7 +565,7 @@ def _hessian_spectrum(prob, th, order):
 )
 def check_17():
     c1 = lda.config("C1")
-    pts = {"C1_theta1": (c1, theta1_c1(c1))}
+    pts = {"C1_theta1": (c1, lda.table3_start("theta1", c1))}
     for i in range(2):
         key = stream_key(SEED, f"c17-{i}")
         prob = _random_problem(key, 3, pi=0.3)
@@ -621,7 +602,7 @@ def check_17():
 )
 def check_18():
     c1 = lda.config("C1")
-    pts = {"C1_theta2": (c1, theta2_c1(c1))}
+    pts = {"C1_theta2": (c1, lda.table3_start("theta2", c1))}
     for i in range(2):
         prob = _random_problem(stream_key(SEED, f"c18-{i}"), 3, pi=0.35)
         pts[f"d3_lemma_b3_{i}"] = (prob, lda.bayes_parameters(prob))
