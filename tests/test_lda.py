@@ -1,0 +1,116 @@
+"""Attention-based LDA: input errors, quadrature against Monte Carlo, and the quick
+profiles of the LDA simulations (the theorem checks run in test_checks.py)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gmtheory import lda
+from gmtheory.simulations import run_simulation
+from gmtheory.simulations.lda_sims import fit_rate
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"cov": [[1.0, 2.0], [2.0, 1.0]]}, "cov"),                 # indefinite
+    ({"cov": np.zeros((2, 2))}, "cov"),                         # singular
+    ({"pi_pos": 1.2}, "pi_pos"),
+    ({"pi_pos": 0.0}, "pi_pos"),
+    ({"m_neg": [1.0, 0.0, 0.0]}, "m_neg"),
+    ({"m_neg": [1.0, 0.0]}, "means must differ"),
+    ({"m_pos": [np.nan, 0.0]}, "m_pos"),
+    ({"m_pos": [1.0], "m_neg": [0.0], "cov": [[1.0]]}, "d >= 2"),
+])
+def test_bad_problem_raises(kwargs, match):
+    args = {"m_pos": [1.0, 0.0], "m_neg": [0.0, 1.0], "cov": np.eye(2), "pi_pos": 0.6}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        lda.LDAProblem(**args)
+
+
+def test_unknown_names_raise():
+    with pytest.raises(ValueError, match="config"):
+        lda.config("C3")
+    with pytest.raises(ValueError, match="Table 3"):
+        lda.table3_start("theta3")
+    with pytest.raises(ValueError, match="kind"):
+        lda.prompt_predictor(lda.table3_start("theta2"), jnp.ones((4, 2)), jnp.ones(4),
+                             jnp.ones((1, 2)), kind="relu")
+
+
+def test_configs_match_table1():
+    c1, c2 = lda.config("C1"), lda.config("C2")
+    w, b = lda.bayes_score(c1)
+    np.testing.assert_allclose(w, [1.0, -1.0], atol=1e-15)
+    np.testing.assert_allclose(b, np.log(1.5), atol=1e-15)       # equal norms, Gamma = I
+    w2, b2 = lda.bayes_score(c2)
+    np.testing.assert_allclose(w2, 2 * np.eye(20)[0], atol=1e-15)
+    assert abs(float(b2)) < 1e-15 and c2.symmetric and not c1.symmetric
+
+
+@pytest.mark.parametrize("scale", [1.0, 30.0, 1e4])
+def test_risk_matches_monte_carlo_even_for_sharp_gates(scale):
+    prob = lda.config("C1")
+    z = lda.Effective(jnp.array([0.8, -1.1]), jnp.asarray(0.3), jnp.asarray(0.9),
+                      scale * jnp.array([0.6, 0.8]))
+    X, Y = lda.sample(prob, jax.random.key(11), 1_000_000)
+    loss = jax.nn.softplus(-Y * lda.effective_score(prob, z, X))
+    se = float(loss.std()) / np.sqrt(loss.size)
+    assert abs(float(lda.risk_eff(prob, z)) - float(loss.mean())) < 5 * se
+    # the gate rule is converged: doubling its nodes changes nothing at 1e-12
+    assert abs(float(lda.risk_eff(prob, z, gate_nodes=512) - lda.risk_eff(prob, z))) < 1e-12
+
+
+def test_risk_works_in_high_dimension():
+    prob = lda.config("C2")
+    R = lda.risk(prob, lda.bayes_parameters(prob))
+    np.testing.assert_allclose(R, lda.bayes_risk(prob), atol=1e-12)
+    z0 = lda.Effective(jnp.zeros(20), jnp.zeros(()), jnp.zeros(()), jnp.zeros(20))
+    np.testing.assert_allclose(lda.risk_eff(prob, z0), np.log(2), atol=1e-14)
+
+
+def test_fig1_quick_shape(tmp_path):
+    a, _, _ = run_simulation("lda-fig1", "quick", {"steps": 60_000, "record_every": 2000,
+                                                   "order": 24},
+                             results_dir=tmp_path, progress=False)
+    d1 = a["theta1_dist_E1"]
+    assert d1[-1] < d1[0] and np.all(np.isfinite(d1))
+    r1, q1 = fit_rate(a["iters"], d1)
+    r2, _ = fit_rate(a["iters"], a["theta2_dist_E2"])
+    assert r1 > 0 and q1 > 0.99 and r1 > r2       # Theta_1: exponential and faster
+
+
+def test_sgd_quick_shape(tmp_path):
+    a, _, _ = run_simulation("lda-sgd", "quick", {"seeds": 2, "steps": 400, "eval_every": 50},
+                             results_dir=tmp_path, progress=False)
+    np.testing.assert_allclose(a["fig5_risk0"], np.log(2), atol=1e-12)   # w = 0: log 2
+    ex = a["fig5_risk"] - a["R_star"]
+    assert np.all(ex[:, -1] < 0.01) and np.all(ex[:, -1] > 0)
+    assert a["gaussian_risk"].shape == (2, 8)
+
+
+def test_finite_prompt_quick_shape(tmp_path):
+    a, _, _ = run_simulation("lda-finite-prompt", "quick",
+                             {"Ls": (16, 256), "seeds": 1, "steps": 400},
+                             results_dir=tmp_path, progress=False)
+    gap = float(a["linear_gap"])
+    assert gap > 1e-3
+    # no linear head beats the linear optimum (exact, up to the GH error ~1e-12)
+    assert np.all(a["linear_excess_inf"] >= gap - 1e-10)
+    assert a["softmax_excess_inf"][-1].mean() < gap
+
+
+def test_sweep_quick_shape(tmp_path):
+    a, _, _ = run_simulation("lda-sweep", "quick", {"pi_pos": (0.5, 0.7, 0.9),
+                                                    "separation": (1.0,), "steps": 500},
+                             results_dir=tmp_path, progress=False)
+    lin = a["linear_excess"][0, 0]
+    assert abs(lin[0]) < 1e-8 and np.all(np.diff(lin) > 0)   # gap 0 at b* = 0, grows
+    assert np.all(a["softmax_excess"] < lin[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["lda-fig1", "lda-sgd", "lda-finite-prompt", "lda-sweep"])
+def test_lda_paper_profiles(tmp_path, name):
+    a, _, _ = run_simulation(name, "paper", results_dir=tmp_path, progress=False)
+    assert all(np.all(np.isfinite(v)) for v in a.values() if np.asarray(v).dtype.kind == "f")
