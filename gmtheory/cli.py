@@ -87,9 +87,9 @@ def cmd_reproduce(args) -> int:
     print(table)
     write_json(results, out / "checks.json")
     print("\n== derivations ==")
-    from .derivations.attention_mgf import write_markdown
+    from .derivations import write_all
 
-    print(f"wrote {write_markdown(out / 'derivations.md')}")
+    print(f"wrote {write_all(out / 'derivations.md')}")
     print("\n== figures (profile: quick) ==")
     figs = []
     for n in all_figures():
@@ -129,13 +129,13 @@ def cmd_reproduce(args) -> int:
 
 
 def cmd_derive(args) -> int:
-    from .derivations.attention_mgf import derive, write_markdown
+    from .derivations import residuals as all_residuals
+    from .derivations import write_all
 
-    d = derive()
-    residuals = {k: v for k, v in d.items() if k.endswith("_residual")}
+    residuals = all_residuals()
     for k, v in residuals.items():
-        print(f"{k:<26} {v}")
-    path = write_markdown(args.out)
+        print(f"{k:<46} {v}")
+    path = write_all(args.out)
     print(f"wrote {path}")
     import sympy
 

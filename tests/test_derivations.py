@@ -35,3 +35,12 @@ def test_markdown_written(tmp_path):
     p = write_markdown(tmp_path / "d.md")
     text = p.read_text()
     assert "$$" in text and "Prop. 2.1" in text
+
+
+def test_lda_derivation_residuals_are_zero():
+    from gmtheory.derivations import lda_effective
+
+    for k, v in lda_effective.derive().items():
+        if k.endswith("_residual"):
+            vals = list(v) if isinstance(v, sympy.MatrixBase) else [v]
+            assert all(e == 0 for e in vals), k
