@@ -2,6 +2,8 @@
 
 * :mod:`.attention_mgf` — Gaussian tilt, Prop. 2.1 and eq. (3).
 * :mod:`.lda_effective` — the effective LDA predictor (eqs. (6)–(7)) and Lemma B.10.
+* :mod:`.hermite_closed_forms` — Hermite coefficients of ReLU, sign, |z|, z², z³, erf,
+  sin and cos (checked against quadrature by ``gmtheory verify --only hermite``).
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ def residuals() -> dict:
 
 def write_all(path: str | Path) -> Path:
     """Write all derivations as one markdown file with LaTeX."""
-    from . import attention_mgf, lda_effective
+    from . import attention_mgf, hermite_closed_forms, lda_effective
 
     path = attention_mgf.write_markdown(path)
-    path.write_text(path.read_text() + "\n\n" + lda_effective.markdown())
+    path.write_text(path.read_text() + "\n\n" + lda_effective.markdown() + "\n\n"
+                    + hermite_closed_forms.markdown())
     return path

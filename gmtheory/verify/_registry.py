@@ -75,18 +75,28 @@ def register_check(id: str, claim: str, reference: str):
 
 
 def _load_all():
-    from . import approx_checks, denoising_checks, lda_checks, operator_checks  # noqa: F401
+    from . import (  # noqa: F401
+        approx_checks,
+        denoising_checks,
+        hermite_checks,
+        lda_checks,
+        operator_checks,
+    )
 
 
 def select_checks(only: str | None = None) -> list[Check]:
-    """Checks whose id matches ``only`` (glob, or substring if no wildcard)."""
+    """Checks whose id matches ``only``: comma-separated globs, or a group name
+    (``lda`` selects ``lda.*``), or else a substring."""
     _load_all()
     checks = list(CHECKS.values())
     if only:
         pats = [p.strip() for p in only.split(",") if p.strip()]
+        groups = {c.id.split(".", 1)[0] for c in checks}
+
         def match(c):
             return any(
-                fnmatch.fnmatch(c.id, p) if any(ch in p for ch in "*?[") else p in c.id
+                fnmatch.fnmatch(c.id, p) if any(ch in p for ch in "*?[")
+                else c.id.startswith(p + ".") if p in groups else p in c.id
                 for p in pats
             )
         checks = [c for c in checks if match(c)]

@@ -1,0 +1,30 @@
+"""gmtheory.hermite: bad input and the named kinked functions (the closed-form
+comparisons run as `verify` checks in test_checks.py)."""
+
+import numpy as np
+import pytest
+
+from gmtheory import hermite
+
+
+def test_named_functions_use_their_kinks():
+    np.testing.assert_allclose(hermite.linear_part("relu"), (1 / np.sqrt(2 * np.pi), 0.5),
+                               atol=1e-12)
+    np.testing.assert_allclose(hermite.second_moment("abs"), 1.0, atol=1e-12)
+
+
+def test_kinked_function_without_kinks_reports_it():
+    with pytest.raises(ValueError, match="kinks"):
+        hermite.coefficients(np.abs, 2, max_order=512)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: hermite.coefficients(lambda z: np.where(z > 3, np.nan, z), 1), "f"),
+    (lambda: hermite.coefficients(lambda z: z[:3], 1), "f"),          # not elementwise
+    (lambda: hermite.coefficients("gelu", 1), "unknown"),
+    (lambda: hermite.coefficients(np.sin, -1), "order"),
+    (lambda: hermite.effective_noise(np.sin, -0.1), "noise_var"),
+])
+def test_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
