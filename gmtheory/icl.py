@@ -1,0 +1,339 @@
+"""In-context linear regression by linear attention (``linear-attention-icl.md``; Lu, Letey,
+Zavatone-Veth, Maiti, Pehlevan, PNAS 2025).
+
+Asymptotic theory in the scaling limit ``alpha = l/d``, ``tau = n/d^2``, ``kappa = k/d``
+(:func:`M_kappa`, :func:`e_icl_ridgeless`, :func:`e_idg_ridgeless`, :func:`e_icl_ridge`,
+:func:`g_task`), the exact finite-d test error of any ``Gamma`` (:func:`test_error`,
+:func:`test_error_nonlinear`), and a pretraining simulator (:func:`pretrain`): batched
+sampling of the statistics ``H_Z = x_q h^T`` with the O(l + d) construction of §5, and a
+matrix-free ridge solve (preconditioned conjugate gradients, matvec O(n d^2)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.optimize import brentq
+
+__all__ = ["M_kappa", "dM_kappa", "e_icl_ridgeless", "e_idg_ridgeless", "g_task_ridgeless",
+           "e_icl_ridge", "ridge_epsilon", "test_error", "test_error_nonlinear", "sample_pool",
+           "sample_statistics", "pretrain", "PretrainResult", "dmmse_error", "limit_large"]
+
+
+def _check_pos(**kw):
+    for k, v in kw.items():
+        if not (np.isfinite(v) or v == np.inf) or v <= 0:
+            raise ValueError(f"{k}: must be positive (inf allowed for kappa), got {v}.")
+
+
+# ---------------------------------------------------------------- asymptotic theory ---
+
+def M_kappa(x, kappa):
+    """``M_kappa(x) = lim (1/d) tr(x I + (1/k) sum_j w_j w_j^T)^-1`` (Marchenko–Pastur)."""
+    x = np.asarray(x, float)
+    if np.isinf(kappa):
+        return 1.0 / (1.0 + x)
+    a = x + 1.0 - 1.0 / kappa
+    return 2.0 / (a + np.sqrt(a * a + 4.0 * x / kappa))
+
+
+def dM_kappa(x, kappa):
+    """Derivative of :func:`M_kappa` in ``x``."""
+    x = np.asarray(x, float)
+    M = M_kappa(x, kappa)
+    if np.isinf(kappa):
+        return -M * M
+    a = x + 1.0 - 1.0 / kappa
+    return -0.5 * M * M * (1.0 + (x + 1.0 + 1.0 / kappa) / np.sqrt(a * a + 4.0 * x / kappa))
+
+
+def e_icl_ridgeless(alpha, tau, kappa, rho):
+    """Ridgeless (lambda -> 0+) ICL error, both sides of ``tau = 1`` (§3)."""
+    _check_pos(alpha=alpha, tau=tau, kappa=kappa)
+    if tau == 1:
+        return np.inf
+    q = (1 + rho) / alpha
+    if tau < 1:
+        mu = q * M_kappa(q, kappa / tau)
+        return (tau * (1 + q) / (1 - tau) * (1 - tau * (1 - mu) ** 2 - (1 - rho / q) * mu)
+                - 2 * tau * (1 - mu) + 1 + rho)
+    m = M_kappa(q, kappa)
+    kstar = 1.0 if np.isinf(kappa) else 1.0 / (1 - kappa * m * m / (kappa + m) ** 2)
+    return ((kstar - 1 / (tau - 1)) * (1 + q) * q * q * m * m
+            + (3 - 2 * tau) / (tau - 1) * q * q * m + q * (1 + (1 + rho) * m / (tau - 1))
+            + rho * m / (tau - 1) + rho)
+
+
+def e_idg_ridgeless(alpha, tau, kappa, rho):
+    """Ridgeless in-distribution (task pool) error (§3)."""
+    _check_pos(alpha=alpha, tau=tau, kappa=kappa)
+    if tau == 1:
+        return np.inf
+    q = (1 + rho) / alpha
+    if tau > 1:
+        return tau / (tau - 1) * (rho + q * (1 - q * M_kappa(q, kappa)))
+    mu = q * M_kappa(q, kappa / tau)
+    xi = (1 - tau) * q / (tau * mu)
+    c = 1.0 if np.isinf(kappa) else 1.0 / (1 - kappa * (1 + kappa * xi / (1 - tau)) ** -2)
+    return tau * ((q + xi) ** 2 / xi
+                  + (rho + q - 2 * q * (1 - tau) * (q / xi + 1)) / (1 - tau - c * (1 - tau) ** 2))
+
+
+def g_task_ridgeless(alpha, tau, kappa, rho):
+    """Task-generalisation gap ``e_ICL - e_IDG`` (ridgeless)."""
+    return e_icl_ridgeless(alpha, tau, kappa, rho) - e_idg_ridgeless(alpha, tau, kappa, rho)
+
+
+def ridge_epsilon(alpha, tau, kappa, rho, lam):
+    """Smallest positive root of ``1 - tau + tau lam / eps - eps M_kappa(q + eps) = 0``,
+    bracketed on a log grid and refined with ``brentq`` (the function is +inf at 0+ and
+    tends to ``-tau`` at infinity)."""
+    _check_pos(alpha=alpha, tau=tau, kappa=kappa, lam=lam)
+    q = (1 + rho) / alpha
+    F = lambda e: 1 - tau + tau * lam / e - e * M_kappa(q + e, kappa)
+    grid = np.logspace(np.log10(lam) - 8, 8, 2000)
+    vals = np.array([F(e) for e in grid])
+    idx = np.nonzero(np.sign(vals[:-1]) != np.sign(vals[1:]))[0]
+    if idx.size == 0:
+        raise ValueError("lam: no sign change of the ridge equation found; check the "
+                         "parameters (all must be positive and finite).")
+    i = idx[0]
+    return brentq(F, grid[i], grid[i + 1], xtol=1e-300, rtol=4 * np.finfo(float).eps,
+                  maxiter=500)
+
+
+def e_icl_ridge(alpha, tau, kappa, rho, lam):
+    """Ridge ICL error (§3) through :func:`ridge_epsilon`."""
+    q = (1 + rho) / alpha
+    eps = ridge_epsilon(alpha, tau, kappa, rho, lam)
+    nu = q + eps
+    M, dM = M_kappa(nu, kappa), dM_kappa(nu, kappa)
+    c = ((rho + nu - nu * nu * M - eps * (1 - 2 * nu * M - nu * nu * dM))
+         / (1 - 2 * eps * M - eps * eps * dM - tau))
+    return ((1 + q) * (1 - 2 * nu * M - nu * nu * dM - c * (M + eps * dM))
+            - 2 * (1 - nu * M) + 1 + rho)
+
+
+def limit_large(alpha, rho):
+    """``tau, kappa -> infinity``: ``rho + (1 + rho) / (alpha + 1 + rho)``."""
+    return rho + (1 + rho) / (alpha + 1 + rho)
+
+
+# ---------------------------------------------------------------- exact finite-d error -
+
+def test_error(Gamma, ell: int, rho: float, mu_hat=None, R_hat=None):
+    """Exact test error ``e(Gamma)`` of §2 for a linear target; ``Gamma`` (d, d+1).
+    ICL test: ``mu_hat = 0``, ``R_hat = I`` (the defaults); IDG: the pool's moments."""
+    Gamma = jnp.asarray(Gamma)
+    d = Gamma.shape[0]
+    if Gamma.shape != (d, d + 1):
+        raise ValueError(f"Gamma: expected shape (d, d+1), got {Gamma.shape}.")
+    mu = jnp.zeros(d) if mu_hat is None else jnp.asarray(mu_hat)
+    R = jnp.eye(d) if R_hat is None else jnp.asarray(R_hat)
+    alpha = ell / d
+    A = jnp.concatenate([R, (1 + rho) * mu[None]], 0)
+    B = jnp.block([[jnp.eye(d) / alpha + (1 + 1 / ell) * R / (1 + rho),
+                    (1 + 2 / ell) * mu[:, None]],
+                   [(1 + 2 / ell) * mu[None], jnp.full((1, 1), (1 + rho) * (1 + 2 / ell))]])
+    return (1 + rho - 2 / d * jnp.trace(Gamma @ A)
+            + (1 + rho) / d * jnp.trace(Gamma.T @ Gamma @ B))
+
+
+def test_error_nonlinear(Gamma, ell: int, moments: dict, mu_hat=None, R_hat=None):
+    """Exact finite-d error (§5) for ``y = f(z) + eps``.  ``moments``: ``c1``, ``m2``
+    (``E f^2 + sigma^2``), ``Ey2z2``, ``Ey3z``, ``Ey4``."""
+    Gamma = jnp.asarray(Gamma)
+    d = Gamma.shape[0]
+    mu = jnp.zeros(d) if mu_hat is None else jnp.asarray(mu_hat)
+    R = jnp.eye(d) if R_hat is None else jnp.asarray(R_hat)
+    c1, m2 = moments["c1"], moments["m2"]
+    alpha = ell / d
+    b1 = (1 - 1 / ell) * c1**2 + (moments["Ey2z2"] - m2) / ell
+    b2 = (1 - 1 / ell) * c1 * m2 + moments["Ey3z"] / ell
+    b3 = m2**2 + (moments["Ey4"] - m2**2) / ell
+    B = jnp.block([[m2 / alpha * jnp.eye(d) + b1 * R, b2 * mu[:, None]],
+                   [b2 * mu[None], jnp.full((1, 1), b3)]])
+    G1, g = Gamma[:, :d], Gamma[:, d]
+    return (m2 - 2 / d * (c1**2 * jnp.trace(G1 @ R) + c1 * m2 * g @ mu)
+            + jnp.trace(Gamma.T @ Gamma @ B) / d)
+
+
+# ---------------------------------------------------------------- simulator -----------
+
+def sample_pool(key, d: int, k: int, sphere: bool = True):
+    """``k`` tasks ``w_j ~ N(0, I_d)``, rescaled to norm ``sqrt(d)`` if ``sphere``."""
+    w = jax.random.normal(key, (k, d))
+    if sphere:
+        w = w / jnp.linalg.norm(w, axis=1, keepdims=True) * jnp.sqrt(d)
+    return w
+
+
+def sample_statistics(key, W, ell: int, rho: float, f=None):
+    """For tasks ``W`` (n, d): context statistics ``h`` (n, d+1), queries ``x_q`` (n, d)
+    and targets ``y_q`` (n,), with ``y = f(x^T w) + eps`` (``f = None``: linear).
+
+    O(l + d) per prompt (§5): ``x_i = (z_i / |w|^2) w + x_perp``, so
+    ``(d/l) sum y_i x_i = (d / |w|^2) a w + sqrt(s2 / alpha) g_perp`` with
+    ``a = (1/l) sum y_i z_i``, ``s2 = (1/l) sum y_i^2``, ``g_perp ~ N(0, P_perp)``."""
+    n, d = W.shape
+    kz, ke, kg, kq, kqe = jax.random.split(key, 5)
+    w2 = jnp.sum(W * W, 1)                                    # |w|^2
+    z = jax.random.normal(kz, (n, ell)) * jnp.sqrt(w2 / d)[:, None]   # x_i^T w
+    fz = z if f is None else f(z)
+    y = fz + jnp.sqrt(rho) * jax.random.normal(ke, (n, ell))
+    a = jnp.mean(y * z, 1)
+    s2 = jnp.mean(y * y, 1)
+    g = jax.random.normal(kg, (n, d))
+    g = g - (jnp.sum(g * W, 1) / w2)[:, None] * W              # project out w
+    top = (d / w2 * a)[:, None] * W + jnp.sqrt(s2 * d / ell)[:, None] * g
+    h = jnp.concatenate([top, s2[:, None]], 1)
+    xq = jax.random.normal(kq, (n, d)) / jnp.sqrt(d)
+    zq = jnp.sum(xq * W, 1)
+    yq = (zq if f is None else f(zq)) + jnp.sqrt(rho) * jax.random.normal(kqe, (n,))
+    return h, xq, yq
+
+
+@dataclass(frozen=True)
+class PretrainResult:
+    Gamma: jax.Array
+    iterations: int
+    residual: float
+
+
+@partial(jax.jit, static_argnames=("maxiter",))
+def _ridge_cg(h, xq, yq, lam_eff, tol, maxiter, n=None):
+    """Solve ``(1/n) sum x x^T G h h^T + lam_eff G = (1/n) sum y x h^T`` by CG with the
+    Kronecker preconditioner ``(C_x + .) (x) (C_h + .)`` (reference §6).  Rows of zeros
+    (padding) contribute nothing; ``n`` is the number of real rows (default: all)."""
+    n = h.shape[0] if n is None else n
+    rhs = (xq * yq[:, None]).T @ h / n
+
+    def op(G):
+        u = jnp.sum((xq @ G) * h, 1)
+        return (xq * u[:, None]).T @ h / n + lam_eff * G
+
+    Cx, Ch = xq.T @ xq / n, h.T @ h / n
+    dx, Ux = jnp.linalg.eigh(Cx)
+    dh, Uh = jnp.linalg.eigh(Ch)
+    denom = dx[:, None] * dh[None] + lam_eff
+
+    def precond(R):
+        return Ux @ ((Ux.T @ R @ Uh) / denom) @ Uh.T
+
+    G, _ = jax.scipy.sparse.linalg.cg(op, rhs, tol=tol, maxiter=maxiter, M=precond)
+    res = jnp.linalg.norm(op(G) - rhs) / jnp.linalg.norm(rhs)
+    return G, res
+
+
+def pretrain(key, d: int, alpha: float, tau: float, kappa: float, rho: float, lam: float,
+             f=None, sphere: bool = True, tol: float = 1e-10, maxiter: int = 500):
+    """Simulate pretraining (reference §1): ``k = floor(kappa d)`` tasks (``kappa = inf``:
+    a fresh task per prompt), ``n = round(tau d^2 / k) k`` prompts of ``l = round(alpha d)``
+    tokens, ridge ``Gamma* = argmin sum (y - <Gamma, H>)^2 + (n/d) lam |Gamma|^2``.
+    Returns ``(PretrainResult, pool)``; evaluate with :func:`test_error` (no test Monte Carlo).
+    """
+    _check_pos(alpha=alpha, tau=tau, kappa=kappa, lam=lam)
+    ell = max(1, round(alpha * d))
+    kp, ks = jax.random.split(key)
+    if np.isinf(kappa):
+        n = round(tau * d * d)
+        W = sample_pool(kp, d, n, sphere)
+        pool = None
+    else:
+        k = max(1, int(np.floor(kappa * d)))
+        n = max(1, round(tau * d * d / k)) * k
+        pool = sample_pool(kp, d, k, sphere)
+        W = jnp.tile(pool, (n // k, 1))
+    h, xq, yq = sample_statistics(ks, W, ell, rho, f)
+    # (1/n) normal equations: ridge (n/d) lam |G|^2 becomes lam / d
+    G, res = _ridge_cg(h, xq, yq, lam / d, tol, maxiter)
+    return PretrainResult(G, maxiter, float(res)), pool
+
+
+def dmmse_error(key, pool, ell: int, rho: float, draws: int = 1000, test: str = "icl",
+                k=None):
+    """Monte Carlo error of the dMMSE predictor (posterior mean under a uniform prior on
+    the pool) on ``draws`` test prompts; ``test="icl"``: fresh ``w ~ N(0, I)``,
+    ``"idg"``: ``w`` from the pool.  Only the first ``k`` rows of ``pool`` are tasks (the
+    rest is padding that shares one compilation across pool sizes).
+    Returns ``(mean, standard error)``."""
+    if test not in ("icl", "idg"):
+        raise ValueError(f"test: must be 'icl' or 'idg', got {test!r}.")
+    k = pool.shape[0] if k is None else int(k)
+    err = _dmmse(key, pool, k, ell, rho, draws, test)
+    return float(jnp.mean(err)), float(jnp.std(err) / np.sqrt(draws))
+
+
+@partial(jax.jit, static_argnames=("ell", "draws", "test"))
+def _dmmse(key, pool, k, ell, rho, draws, test):
+    k_max, d = pool.shape
+    ok = jnp.arange(k_max) < k
+    kw, kx, ke, kq, kqe = jax.random.split(key, 5)
+    if test == "icl":
+        W = jax.random.normal(kw, (draws, d))
+    else:
+        W = pool[jax.random.randint(kw, (draws,), 0, k)]
+
+    def one(args):
+        w, kx_, ke_, kq_, kqe_ = args
+        X = jax.random.normal(kx_, (ell, d)) / jnp.sqrt(d)
+        y = X @ w + jnp.sqrt(rho) * jax.random.normal(ke_, (ell,))
+        # sum_i (y_i - x_i^T w_j)^2 = y^T y - 2 w_j^T X^T y + w_j^T X^T X w_j: O(l d^2 + k d^2)
+        XtX, Xty = X.T @ X, X.T @ y
+        ll = -(y @ y - 2 * pool @ Xty + jnp.sum((pool @ XtX) * pool, 1)) / (2 * rho)
+        p = jax.nn.softmax(jnp.where(ok, ll, -jnp.inf))
+        xq = jax.random.normal(kq_, (d,)) / jnp.sqrt(d)
+        yq = xq @ w + jnp.sqrt(rho) * jax.random.normal(kqe_, ())
+        return (yq - xq @ (p @ pool)) ** 2
+
+    ks = [jax.random.split(k_, draws) for k_ in (kx, ke, kq, kqe)]
+    return jax.lax.map(one, (W, *ks), batch_size=50)
+
+
+def sizes(d: int, alpha: float, tau: float, kappa: float):
+    """``(l, k, n)`` of the reference protocol: ``l = round(alpha d)``,
+    ``k = floor(kappa d)``, ``n = round(tau d^2 / k) k``."""
+    ell = max(1, round(alpha * d))
+    k = max(1, int(np.floor(kappa * d)))
+    return ell, k, max(1, round(tau * d * d / k)) * k
+
+
+@partial(jax.jit, static_argnames=("d", "ell", "k_max", "n_max", "maxiter"))
+def _gtask_batch(keys, d, ell, k_max, n_max, k, n, rho, lam, tol, maxiter):
+    """Shapes are padded to ``(n_max, k_max)`` so that one compilation serves every kappa
+    of a sweep at fixed d; ``k``, ``n`` (traced) select the real tasks and prompts."""
+    task_ok = jnp.arange(k_max) < k
+    row_ok = (jnp.arange(n_max) < n)[:, None]
+
+    def one(key):
+        kp, ks = jax.random.split(key)
+        pool = sample_pool(kp, d, k_max)
+        W = pool[jnp.arange(n_max) % k]           # task j repeated n / k times
+        h, xq, yq = sample_statistics(ks, W, ell, rho)
+        h, xq, yq = h * row_ok, xq * row_ok, yq * row_ok[:, 0]
+        G, res = _ridge_cg(h, xq, yq, lam / d, tol, maxiter, n)
+        mp = pool * task_ok[:, None]
+        e_icl = test_error(G, ell, rho)
+        e_idg = test_error(G, ell, rho, mp.sum(0) / k, mp.T @ mp / k)
+        return e_icl, e_idg, res
+
+    return jax.lax.map(one, keys)
+
+
+def g_task_trials(key, d: int, alpha: float, tau: float, kappa: float, rho: float,
+                  lam: float, trials: int, tol: float = 1e-10, maxiter: int = 500,
+                  pad_to: tuple[int, int] | None = None):
+    """``trials`` independent pretraining runs (fresh pool each) as one jitted batch;
+    returns arrays ``e_icl``, ``e_idg`` and the CG residuals, each (trials,).
+    ``pad_to=(k_max, n_max)`` shares one compilation across a sweep over kappa."""
+    _check_pos(alpha=alpha, tau=tau, kappa=kappa, lam=lam)
+    ell, k, n = sizes(d, alpha, tau, kappa)
+    k_max, n_max = pad_to or (k, n)
+    if k > k_max or n > n_max:
+        raise ValueError(f"pad_to: ({k_max}, {n_max}) is smaller than (k, n) = ({k}, {n}).")
+    return _gtask_batch(jax.random.split(key, trials), d, ell, k_max, n_max, k, n, rho, lam,
+                        tol, maxiter)
