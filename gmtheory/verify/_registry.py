@@ -79,6 +79,7 @@ def _load_all():
         approx_checks,
         denoising_checks,
         hermite_checks,
+        icl_checks,
         lda_checks,
         operator_checks,
     )
