@@ -442,7 +442,7 @@ def bench_icl(quick: bool = False, repeats: int = 1, dims=None, trials: int = 20
         sz = [icl.sizes(d, alpha, tau, k) for k in kappas]
         pad = (max(s[1] for s in sz), max(s[2] for s in sz))
         for i, kappa in enumerate(kappas):
-            e1, e2, r = icl.g_task_trials(jax.random.fold_in(key, i), d, alpha, tau, kappa,
+            e1, e2, r, _ = icl.g_task_trials(jax.random.fold_in(key, i), d, alpha, tau, kappa,
                                           rho, lam, trials, pad_to=pad)
             gs = np.asarray(e1 - e2)
             res.append(float(np.max(r)))

@@ -172,28 +172,40 @@ def sample_pool(key, d: int, k: int, sphere: bool = True):
     return w
 
 
-def sample_statistics(key, W, ell: int, rho: float, f=None):
+def sample_statistics(key, W, ell, rho: float, f=None, scale=1.0):
     """For tasks ``W`` (n, d): context statistics ``h`` (n, d+1), queries ``x_q`` (n, d)
-    and targets ``y_q`` (n,), with ``y = f(x^T w) + eps`` (``f = None``: linear).
+    and targets ``y_q`` (n,), with ``y = f(x^T w) + eps`` (``f = None``: the linear target
+    ``y = scale * x^T w + eps``).
 
     O(l + d) per prompt (§5): ``x_i = (z_i / |w|^2) w + x_perp``, so
     ``(d/l) sum y_i x_i = (d / |w|^2) a w + sqrt(s2 / alpha) g_perp`` with
-    ``a = (1/l) sum y_i z_i``, ``s2 = (1/l) sum y_i^2``, ``g_perp ~ N(0, P_perp)``."""
+    ``a = (1/l) sum y_i z_i``, ``s2 = (1/l) sum y_i^2``, ``g_perp ~ N(0, P_perp)``.
+    For the linear target the context enters only through ``A = |z|^2``,
+    ``B = z^T eps`` and ``C = |eps|^2``, which are sampled exactly in O(1):
+    ``A ~ (|w|^2/d) chi2_l``, ``B | A ~ N(0, rho A)``, ``C = B^2/A + rho chi2_{l-1}``;
+    then ``l`` needs not be static (one compilation for every ``alpha``)."""
     n, d = W.shape
     kz, ke, kg, kq, kqe = jax.random.split(key, 5)
     w2 = jnp.sum(W * W, 1)                                    # |w|^2
-    z = jax.random.normal(kz, (n, ell)) * jnp.sqrt(w2 / d)[:, None]   # x_i^T w
-    fz = z if f is None else f(z)
-    y = fz + jnp.sqrt(rho) * jax.random.normal(ke, (n, ell))
-    a = jnp.mean(y * z, 1)
-    s2 = jnp.mean(y * y, 1)
+    if f is None:
+        kz1, kz2 = jax.random.split(kz)
+        A = (w2 / d) * 2.0 * jax.random.gamma(kz1, ell / 2.0, (n,))
+        B = jnp.sqrt(rho * A) * jax.random.normal(ke, (n,))
+        C = B * B / A + rho * 2.0 * jax.random.gamma(kz2, (ell - 1) / 2.0, (n,))
+        a = (scale * A + B) / ell
+        s2 = (scale * scale * A + 2 * scale * B + C) / ell
+    else:
+        z = jax.random.normal(kz, (n, ell)) * jnp.sqrt(w2 / d)[:, None]   # x_i^T w
+        y = f(z) + jnp.sqrt(rho) * jax.random.normal(ke, (n, ell))
+        a = jnp.mean(y * z, 1)
+        s2 = jnp.mean(y * y, 1)
     g = jax.random.normal(kg, (n, d))
     g = g - (jnp.sum(g * W, 1) / w2)[:, None] * W              # project out w
     top = (d / w2 * a)[:, None] * W + jnp.sqrt(s2 * d / ell)[:, None] * g
     h = jnp.concatenate([top, s2[:, None]], 1)
     xq = jax.random.normal(kq, (n, d)) / jnp.sqrt(d)
     zq = jnp.sum(xq * W, 1)
-    yq = (zq if f is None else f(zq)) + jnp.sqrt(rho) * jax.random.normal(kqe, (n,))
+    yq = (scale * zq if f is None else f(zq)) + jnp.sqrt(rho) * jax.random.normal(kqe, (n,))
     return h, xq, yq
 
 
@@ -296,44 +308,80 @@ def _dmmse(key, pool, k, ell, rho, draws, test):
 
 def sizes(d: int, alpha: float, tau: float, kappa: float):
     """``(l, k, n)`` of the reference protocol: ``l = round(alpha d)``,
-    ``k = floor(kappa d)``, ``n = round(tau d^2 / k) k``."""
+    ``k = floor(kappa d)``, ``n = round(tau d^2 / k) k`` (``kappa = inf``: ``k = n``)."""
     ell = max(1, round(alpha * d))
+    if np.isinf(kappa):                      # a fresh task for every prompt
+        n = max(1, round(tau * d * d))
+        return ell, n, n
     k = max(1, int(np.floor(kappa * d)))
     return ell, k, max(1, round(tau * d * d / k)) * k
 
 
-@partial(jax.jit, static_argnames=("d", "ell", "k_max", "n_max", "maxiter"))
-def _gtask_batch(keys, d, ell, k_max, n_max, k, n, rho, lam, tol, maxiter):
-    """Shapes are padded to ``(n_max, k_max)`` so that one compilation serves every kappa
-    of a sweep at fixed d; ``k``, ``n`` (traced) select the real tasks and prompts."""
+def _gtask_one(key, d, ell, k_max, n_max, k, n, rho, lam, tol, maxiter, f=None, scale=1.0):
     task_ok = jnp.arange(k_max) < k
     row_ok = (jnp.arange(n_max) < n)[:, None]
+    kp, ks = jax.random.split(key)
+    pool = sample_pool(kp, d, k_max)
+    W = pool[jnp.arange(n_max) % k]               # task j repeated n / k times
+    h, xq, yq = sample_statistics(ks, W, ell, rho, f, scale)
+    h, xq, yq = h * row_ok, xq * row_ok, yq * row_ok[:, 0]
+    G, res = _ridge_cg(h, xq, yq, lam / d, tol, maxiter, n)
+    mp = pool * task_ok[:, None]
+    e_icl = test_error(G, ell, rho)
+    e_idg = test_error(G, ell, rho, mp.sum(0) / k, mp.T @ mp / k)
+    return e_icl, e_idg, res, G
 
-    def one(key):
-        kp, ks = jax.random.split(key)
-        pool = sample_pool(kp, d, k_max)
-        W = pool[jnp.arange(n_max) % k]           # task j repeated n / k times
-        h, xq, yq = sample_statistics(ks, W, ell, rho)
-        h, xq, yq = h * row_ok, xq * row_ok, yq * row_ok[:, 0]
-        G, res = _ridge_cg(h, xq, yq, lam / d, tol, maxiter, n)
-        mp = pool * task_ok[:, None]
-        e_icl = test_error(G, ell, rho)
-        e_idg = test_error(G, ell, rho, mp.sum(0) / k, mp.T @ mp / k)
-        return e_icl, e_idg, res
 
-    return jax.lax.map(one, keys)
+@partial(jax.jit, static_argnames=("d", "ell_static", "k_max", "n_max", "maxiter", "ndev", "f"))
+def _gtask_batch(keys, d, ell, k_max, n_max, k, n, rho, lam, tol, maxiter, ndev, f=None,
+                 scale=1.0, ell_static=None):
+    """Trials run sequentially (``lax.map``) within a device and in parallel across the
+    ``ndev`` devices (``shard_map`` over the trial axis).  Shapes are padded to
+    ``(n_max, k_max)`` so that one compilation serves every kappa of a sweep at fixed d;
+    ``k``, ``n`` (traced) select the real tasks and prompts."""
+    ell = ell if ell_static is None else ell_static     # a shape for nonlinear targets
+    one = lambda key: _gtask_one(key, d, ell, k_max, n_max, k, n, rho, lam, tol, maxiter, f,
+                                 scale)
+    if ndev == 1:
+        return jax.lax.map(one, keys)
+    from jax.sharding import PartitionSpec as P
+
+    mesh = _trial_mesh(ndev)
+    keys = jax.lax.with_sharding_constraint(keys, jax.sharding.NamedSharding(mesh, P("trials")))
+    return jax.shard_map(lambda ks: jax.lax.map(one, ks), mesh=mesh, in_specs=P("trials"),
+                         out_specs=P("trials"), check_vma=False)(keys)
+
+
+def _trial_mesh(ndev: int):
+    return jax.make_mesh((ndev,), ("trials",), devices=jax.devices()[:ndev],
+                         axis_types=(jax.sharding.AxisType.Auto,))
 
 
 def g_task_trials(key, d: int, alpha: float, tau: float, kappa: float, rho: float,
                   lam: float, trials: int, tol: float = 1e-10, maxiter: int = 500,
-                  pad_to: tuple[int, int] | None = None):
+                  pad_to: tuple[int, int] | None = None, devices: int | None = None,
+                  f=None, scale: float = 1.0):
     """``trials`` independent pretraining runs (fresh pool each) as one jitted batch;
-    returns arrays ``e_icl``, ``e_idg`` and the CG residuals, each (trials,).
+    returns ``e_icl``, ``e_idg``, the CG residuals (each (trials,)) and the fitted
+    ``Gamma`` (trials, d, d+1).  ``e_icl``/``e_idg`` use the linear-target formula; for a
+    nonlinear target ``f`` (a jax function; pass the same object to reuse the
+    compilation) evaluate ``Gamma`` with :func:`test_error_nonlinear`; ``scale`` multiplies
+    the linear target (``y = scale x^T w + eps``).
+
+    Trial ``t`` always uses ``fold_in(key, t)``, so the numbers do not depend
+    on the number of devices; trials are sharded over ``devices`` (default: all devices
+    that divide the padded trial count, i.e. every GPU of a machine).
     ``pad_to=(k_max, n_max)`` shares one compilation across a sweep over kappa."""
     _check_pos(alpha=alpha, tau=tau, kappa=kappa, lam=lam)
     ell, k, n = sizes(d, alpha, tau, kappa)
     k_max, n_max = pad_to or (k, n)
     if k > k_max or n > n_max:
         raise ValueError(f"pad_to: ({k_max}, {n_max}) is smaller than (k, n) = ({k}, {n}).")
-    return _gtask_batch(jax.random.split(key, trials), d, ell, k_max, n_max, k, n, rho, lam,
-                        tol, maxiter)
+    ndev = jax.device_count() if devices is None else int(devices)
+    if not 1 <= ndev <= jax.device_count():
+        raise ValueError(f"devices: must be between 1 and {jax.device_count()}, got {devices}.")
+    padded = -(-trials // ndev) * ndev
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(padded))
+    out = _gtask_batch(keys, d, float(ell), k_max, n_max, k, n, rho, lam, tol, maxiter, ndev,
+                       f, float(scale), ell if f is not None else None)
+    return tuple(o[:trials] for o in out)

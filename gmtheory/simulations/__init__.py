@@ -22,6 +22,7 @@ def _load_all() -> None:
         denoising_sims,
         gated_experts,
         icl_denoising,
+        icl_sims,
         lda_sims,
         prompt_convergence,
     )

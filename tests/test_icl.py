@@ -1,0 +1,81 @@
+"""gmtheory.icl: bad input, the simulator's building blocks, and device sharding (the
+theory checks run as `verify` checks in test_checks.py)."""
+
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gmtheory import icl
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: icl.e_icl_ridgeless(-1.0, 2.0, 1.0, 0.1), "alpha"),
+    (lambda: icl.e_icl_ridge(2.0, 2.0, 1.0, 0.1, 0.0), "lam"),
+    (lambda: icl.test_error(jnp.ones((3, 3)), 5, 0.1), "Gamma"),
+    (lambda: icl.dmmse_error(jax.random.key(0), jnp.ones((2, 3)), 4, 0.1, 8, "ood"), "test"),
+    (lambda: icl.g_task_trials(jax.random.key(0), 4, 2.0, 2.0, 1.0, 0.1, 1e-3, 2,
+                               devices=99), "devices"),
+])
+def test_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_fast_sampler_matches_direct_construction():
+    """The O(l + d) statistics have the law of (d/l) sum y_i x_i and (1/l) sum y_i^2."""
+    d, ell, n, rho = 5, 7, 200_000, 0.1
+    key = jax.random.key(0)
+    w = icl.sample_pool(key, d, 1)[0]
+    W = jnp.broadcast_to(w, (n, d))
+    h, _, _ = icl.sample_statistics(jax.random.key(1), W, ell, rho)
+    X = jax.random.normal(jax.random.key(2), (n, ell, d)) / jnp.sqrt(d)
+    y = X @ w + jnp.sqrt(rho) * jax.random.normal(jax.random.key(3), (n, ell))
+    direct = jnp.concatenate([d / ell * jnp.einsum("nl,nld->nd", y, X),
+                              jnp.mean(y * y, 1, keepdims=True)], 1)
+    for stat in (lambda a: a.mean(0), lambda a: (a * a).mean(0)):
+        a, b = stat(h), stat(direct)
+        se = jnp.sqrt((jnp.var(h, 0) + jnp.var(direct, 0)) / n) * (1 + 3 * jnp.abs(h).max())
+        assert np.all(np.abs(np.asarray(a - b)) < 5 * np.asarray(se) + 1e-12)
+
+
+def test_cg_matches_direct_ridge_solve():
+    d = 4
+    r, _ = icl.pretrain(jax.random.key(5), d, 2.0, 3.0, 1.0, 0.1, 1e-2)
+    ell, k, n = icl.sizes(d, 2.0, 3.0, 1.0)
+    pool = icl.sample_pool(jax.random.split(jax.random.key(5))[0], d, k)
+    h, xq, yq = icl.sample_statistics(jax.random.split(jax.random.key(5))[1],
+                                      jnp.tile(pool, (n // k, 1)), ell, 0.1)
+    F = jnp.einsum("nd,ne->nde", xq, h).reshape(n, -1)
+    G = jnp.linalg.solve(F.T @ F / n + 1e-2 / d * jnp.eye(F.shape[1]), F.T @ yq / n)
+    np.testing.assert_allclose(r.Gamma.ravel(), G, rtol=1e-7, atol=1e-9)
+
+
+def test_sharded_trials_equal_single_device(tmp_path):
+    """A small sweep on 4 virtual CPU devices gives the single-device numbers: the same keys
+    per trial, so equal up to the conjugate-gradient tolerance (relative residual 1e-10;
+    the reduction order differs between the two compilations, so not bit for bit)."""
+    code = textwrap.dedent("""
+        import os
+        os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+        import jax, numpy as np
+        jax.config.update("jax_enable_x64", True)
+        from gmtheory import icl
+        assert jax.device_count() == 4
+        for kappa in (0.5, 2.0):
+            one = icl.g_task_trials(jax.random.key(3), 6, 3.0, 2.0, kappa, 0.1, 1e-4, 6,
+                                    devices=1)
+            four = icl.g_task_trials(jax.random.key(3), 6, 3.0, 2.0, kappa, 0.1, 1e-4, 6,
+                                     devices=4)
+            for a, b in zip(one[:2] + one[3:], four[:2] + four[3:]):
+                a, b = np.asarray(a), np.asarray(b)
+                assert np.max(np.abs(a - b)) <= 1e-7 * np.max(np.abs(a)), (a, b)
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
