@@ -402,74 +402,21 @@ BENCHES["gma-profile"] = (bench_gma_profile, format_gma_profile)
 AUTHORS_ICL_SECONDS = {10: 18.0, 32: 260.0, 64: 4393.0}
 
 
-def _external_icl(d: int):
-    """The authors' saved quick-figure results (``shared/external/lu2025-quick-figure``),
-    if that folder is present next to the checkout; ``None`` otherwise."""
-    import csv
-    from pathlib import Path
-
-    for base in (Path.cwd(), Path(__file__).resolve().parents[1]):
-        folder = base.parent / "shared" / "external" / "lu2025-quick-figure"
-        if folder.is_dir():
-            out = {}
-            for kind in ("gamma", "dmmse"):
-                with open(folder / f"d{d}_{kind}.csv") as fh:
-                    out[kind] = [{k: float(v) for k, v in row.items()}
-                                 for row in csv.DictReader(fh)]
-            return out
-    return None
-
-
 def bench_icl(quick: bool = False, repeats: int = 1, dims=None, trials: int = 20,
               draws: int = 1000) -> dict:
-    """The authors' CPU quick figure (reference §6): g_task against 12 values of kappa,
-    alpha = tau = 10, rho = 0.01, lambda = 1e-6, ``trials`` pretraining runs per kappa and
-    dMMSE with ``draws`` test prompts, at d = 10, 32, 64 (``quick``: d = 10).  Reports the
-    wall time, its ratio to the authors' reported times, and the agreement with the
-    authors' saved means and with the asymptotic ridge theory."""
+    """The authors' CPU quick figure (reference §6, :func:`gmtheory.icl.quick_figure`) at
+    d = 10, 32, 64 (``quick``: d = 10): wall time (first run in the process, compilation
+    included), its ratio to the authors' reported times, and the agreement with the
+    authors' saved means and with the asymptotic theory."""
     from . import icl
 
-    kappas = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.6, 2.0, 4.0, 8.0, 16.0, 32.0)
-    alpha = tau = 10.0
-    rho, lam = 0.01, 1e-6
     dims = dims or ((10,) if quick else (10, 32, 64))
-    out = {"kappas": kappas, "trials": trials, "draws": draws, "rows": []}
+    out = {"kappas": icl.QUICK_FIGURE["kappas"], "trials": trials, "draws": draws, "rows": []}
     for d in dims:
-        ell = round(alpha * d)
-        key = jax.random.key(d)
         t0 = time.perf_counter()
-        g, g_se, dm, dm_se, res = [], [], [], [], []
-        sz = [icl.sizes(d, alpha, tau, k) for k in kappas]
-        pad = (max(s[1] for s in sz), max(s[2] for s in sz))
-        for i, kappa in enumerate(kappas):
-            e1, e2, r, _ = icl.g_task_trials(jax.random.fold_in(key, i), d, alpha, tau, kappa,
-                                          rho, lam, trials, pad_to=pad)
-            gs = np.asarray(e1 - e2)
-            res.append(float(np.max(r)))
-            g.append(float(np.mean(gs)))
-            g_se.append(float(np.std(gs, ddof=1) / np.sqrt(trials)))
-            kd = jax.random.fold_in(jax.random.fold_in(key, 1000 + i), 0)
-            pool = icl.sample_pool(jax.random.fold_in(kd, 0), d, pad[0])
-            kk = sz[i][1]
-            e1, s1 = icl.dmmse_error(jax.random.fold_in(kd, 1), pool, ell, rho, draws, "icl", kk)
-            e2, s2 = icl.dmmse_error(jax.random.fold_in(kd, 2), pool, ell, rho, draws, "idg", kk)
-            dm.append(e1 - e2)
-            dm_se.append(float(np.hypot(s1, s2)))
-        secs = time.perf_counter() - t0
-        theory = [float(icl.e_icl_ridge(alpha, tau, k, rho, lam)) for k in kappas]
-        theory_g = [float(icl.g_task_ridgeless(alpha, tau, k, rho)) for k in kappas]
-        row = {"d": d, "seconds": secs, "authors_seconds": AUTHORS_ICL_SECONDS.get(d),
-               "g_task": g, "g_task_se": g_se, "dmmse_gap": dm, "dmmse_gap_se": dm_se,
-               "theory_g_task_ridgeless": theory_g, "theory_e_icl_ridge": theory,
-               "max_cg_residual": float(np.max(res))}
-        ext = _external_icl(d)
-        if ext is not None:
-            z = [(a - b["gtask_mean"]) / np.hypot(s, b["gtask_std"] / np.sqrt(b["numavg"]))
-                 for a, s, b in zip(g, g_se, ext["gamma"], strict=True)]
-            zd = [(a - b["gtask_mean"]) / np.hypot(s, b["gtask_std"] / np.sqrt(b["numavg"]))
-                  for a, s, b in zip(dm, dm_se, ext["dmmse"], strict=True)]
-            row.update({"authors_g_task": [b["gtask_mean"] for b in ext["gamma"]],
-                        "z_vs_authors": z, "z_dmmse_vs_authors": zd})
+        row = icl.quick_figure(d, trials=trials, draws=draws)
+        row["seconds"] = time.perf_counter() - t0
+        row["authors_seconds"] = AUTHORS_ICL_SECONDS.get(d)
         out["rows"].append(row)
     return out
 

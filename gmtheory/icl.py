@@ -385,3 +385,50 @@ def g_task_trials(key, d: int, alpha: float, tau: float, kappa: float, rho: floa
     out = _gtask_batch(keys, d, float(ell), k_max, n_max, k, n, rho, lam, tol, maxiter, ndev,
                        f, float(scale), ell if f is not None else None)
     return tuple(o[:trials] for o in out)
+
+
+QUICK_FIGURE = {"kappas": (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.6, 2.0, 4.0, 8.0, 16.0, 32.0),
+                "alpha": 10.0, "tau": 10.0, "rho": 0.01, "lam": 1e-6}
+
+
+def quick_figure(d: int, trials: int = 20, draws: int = 1000, seed: int | None = None) -> dict:
+    """The authors' quick-figure protocol (reference §6) at dimension ``d``: g_task of the
+    ridge-pretrained model (``trials`` runs per kappa, exact test errors) and of dMMSE
+    (``draws`` test prompts each for ICL and IDG), with z-scores against the authors' saved
+    means where they exist (d = 10, 32, 64; :mod:`gmtheory.data`)."""
+    from .data import lu2025_quick_figure
+
+    q = QUICK_FIGURE
+    kappas, alpha, tau, rho, lam = q["kappas"], q["alpha"], q["tau"], q["rho"], q["lam"]
+    key = jax.random.key(d if seed is None else seed)
+    sz = [sizes(d, alpha, tau, k) for k in kappas]
+    ell = sz[0][0]
+    pad = (max(s[1] for s in sz), max(s[2] for s in sz))
+    g, g_se, dm, dm_se, res = [], [], [], [], []
+    for i, kappa in enumerate(kappas):
+        e1, e2, r, _ = g_task_trials(jax.random.fold_in(key, i), d, alpha, tau, kappa, rho,
+                                     lam, trials, pad_to=pad)
+        gs = np.asarray(e1 - e2)
+        res.append(float(np.max(r)))
+        g.append(float(np.mean(gs)))
+        g_se.append(float(np.std(gs, ddof=1) / np.sqrt(trials)))
+        kd = jax.random.fold_in(key, 1000 + i)
+        pool = sample_pool(jax.random.fold_in(kd, 0), d, pad[0])
+        a1, s1 = dmmse_error(jax.random.fold_in(kd, 1), pool, ell, rho, draws, "icl", sz[i][1])
+        a2, s2 = dmmse_error(jax.random.fold_in(kd, 2), pool, ell, rho, draws, "idg", sz[i][1])
+        dm.append(a1 - a2)
+        dm_se.append(float(np.hypot(s1, s2)))
+    row = {"d": d, "g_task": g, "g_task_se": g_se, "dmmse_gap": dm, "dmmse_gap_se": dm_se,
+           "theory_g_task_ridgeless": [float(g_task_ridgeless(alpha, tau, k, rho))
+                                       for k in kappas],
+           "max_cg_residual": float(np.max(res))}
+    if d in (10, 32, 64):
+        ext = lu2025_quick_figure(d)
+        zs = lambda ours, se, theirs: [
+            (a - b["gtask_mean"]) / np.hypot(s, b["gtask_std"] / np.sqrt(b["numavg"]))
+            for a, s, b in zip(ours, se, theirs, strict=True)]
+        row.update({"authors_g_task": [b["gtask_mean"] for b in ext["gamma"]],
+                    "authors_dmmse_gap": [b["gtask_mean"] for b in ext["dmmse"]],
+                    "z_vs_authors": zs(g, g_se, ext["gamma"]),
+                    "z_dmmse_vs_authors": zs(dm, dm_se, ext["dmmse"])})
+    return row

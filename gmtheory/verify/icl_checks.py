@@ -236,3 +236,23 @@ def check_c1_zero():
                      "se": se}
         worst = max(worst, abs(m - pred) / pred)
     return Outcome(worst, 0.1, "finite-d (d = 24) bias O(1/d) of the ridgeless formula", det)
+
+
+@register_check(
+    "icl.07-authors-quick-figure-d10",
+    "Rerunning the authors' quick-figure protocol at d = 10 (12 kappa, alpha = tau = 10, "
+    "rho = 0.01, lambda = 1e-6, 20 trials) reproduces their saved g_task means within the "
+    "combined standard errors (shipped data, Lu et al. 2025).",
+    "linear-attention-icl.md §6-7",
+)
+def check_authors_d10():
+    row = icl.quick_figure(10, trials=20, draws=400)
+    z = np.abs(row["z_vs_authors"])
+    det = {"kappas": list(icl.QUICK_FIGURE["kappas"]), "g_task": row["g_task"],
+           "authors": row["authors_g_task"], "z": row["z_vs_authors"],
+           "dmmse_z": row["z_dmmse_vs_authors"],
+           "note": "dMMSE errors are heavy-tailed (the authors' std is ~2 for means ~1), so "
+                   "their z-scores are reported but not tested"}
+    return Outcome(float(z.max()), 3.5, "max |z| over 12 kappas; the two-sided 5% Bonferroni "
+                   "bound for 12 comparisons with 20-trial standard errors (t, 19 dof) is 3.27",
+                   det)
