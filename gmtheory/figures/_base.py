@@ -26,7 +26,7 @@ def register_figure(fig: Figure) -> Figure:
 
 
 def _load_all():
-    from . import approx, denoising, gated_experts, lda, prompt_convergence  # noqa: F401
+    from . import approx, denoising, gated_experts, icl, lda, prompt_convergence  # noqa: F401
 
 
 def get_figure(name: str) -> Figure:

@@ -22,10 +22,18 @@ __all__ = ["DoubleDescentConfig", "AlphaConfig", "GtaskConfig", "EquivalenceConf
            "FiniteDConfig", "EQUIV"]
 
 
-def _trials(key, d, alpha, tau, kappa, rho, lam, trials, f=None, mom=None):
+def _pad(d, grid):
+    """``(k_max, n_max)`` over a sweep's ``(alpha, tau, kappa)`` points: one compilation."""
+    sz = [icl.sizes(d, a, t, k) for a, t, k in grid]
+    return max(s[1] for s in sz), max(s[2] for s in sz)
+
+
+def _trials(key, d, alpha, tau, kappa, rho, lam, trials, f=None, mom=None, pad=None,
+            scale=1.0):
     """e_ICL (and e_IDG) of ``trials`` pretraining runs, one jitted batch (sharded over
     devices); a nonlinear target ``f`` is evaluated with the §5 formula and ``mom``."""
-    e1, e2, _, G = icl.g_task_trials(key, d, alpha, tau, kappa, rho, lam, trials, f=f)
+    e1, e2, _, G = icl.g_task_trials(key, d, alpha, tau, kappa, rho, lam, trials, f=f,
+                                     pad_to=pad, scale=scale)
     if mom is not None:
         ell = icl.sizes(d, alpha, tau, kappa)[0]
         e1 = jax.vmap(lambda g: icl.test_error_nonlinear(g, ell, mom))(G)
@@ -55,7 +63,9 @@ class DoubleDescentConfig:
 
 
 def _dd_point(cfg, p, key):
-    r = _trials(key, cfg.d, cfg.alpha, p["tau"], cfg.kappa, cfg.rho, p["lam"], cfg.trials)
+    pad = _pad(cfg.d, [(cfg.alpha, t, cfg.kappa) for t in cfg.taus])
+    r = _trials(key, cfg.d, cfg.alpha, p["tau"], cfg.kappa, cfg.rho, p["lam"], cfg.trials,
+                pad=pad)
     return {"e": r["e_icl"]}
 
 
@@ -119,8 +129,9 @@ class AlphaConfig:
 
 
 def _alpha_point(cfg, p, key):
+    pad = _pad(cfg.d, [(a, cfg.tau, k) for a in cfg.alphas for k in cfg.kappas])
     return {"e": _trials(key, cfg.d, p["alpha"], cfg.tau, p["kappa"], cfg.rho, cfg.lam,
-                         cfg.trials)["e_icl"]}
+                         cfg.trials, pad=pad)["e_icl"]}
 
 
 def _alpha_assemble(cfg, points, res):
@@ -176,13 +187,14 @@ class GtaskConfig:
 
 def _gtask_point(cfg, p, key):
     a, k = p["alpha"], p["kappa"]
-    r = _trials(key, cfg.d, a, 0.2 * a, k, cfg.rho, cfg.lam, cfg.trials)
+    pad = _pad(cfg.d, [(al, 0.2 * al, kk) for al in cfg.alphas for kk in cfg.kappas])
+    r = _trials(key, cfg.d, a, 0.2 * a, k, cfg.rho, cfg.lam, cfg.trials, pad=pad)
     ell, kk, _ = icl.sizes(cfg.d, a, 0.2 * a, k)
-    pool = icl.sample_pool(jax.random.fold_in(key, 99), cfg.d, kk)
+    pool = icl.sample_pool(jax.random.fold_in(key, 99), cfg.d, pad[0])
     e1, s1 = icl.dmmse_error(jax.random.fold_in(key, 100), pool, ell, cfg.rho,
-                             cfg.dmmse_draws, "icl")
+                             cfg.dmmse_draws, "icl", kk)
     e2, s2 = icl.dmmse_error(jax.random.fold_in(key, 101), pool, ell, cfg.rho,
-                             cfg.dmmse_draws, "idg")
+                             cfg.dmmse_draws, "idg", kk)
     return {"g": r["e_icl"] - r["e_idg"], "dmmse": np.array([e1 - e2, np.hypot(s1, s2)])}
 
 
@@ -221,22 +233,6 @@ register(Simulation(
 
 EQUIV = {"relu": ((0.0,), "relu"), "sign": ((0.0,), "sign"), "tanh": (None, "tanh"),
          "erf": (None, "erf")}
-
-
-class _Scale:
-    """``z -> c z`` as a hashable callable (equal scales reuse one compilation)."""
-
-    def __init__(self, c):
-        self.c = float(c)
-
-    def __call__(self, z):
-        return self.c * z
-
-    def __hash__(self):
-        return hash(("scale", self.c))
-
-    def __eq__(self, other):
-        return isinstance(other, _Scale) and other.c == self.c
 
 
 _JAX_FS = {"relu": lambda z: jax.numpy.maximum(z, 0.0), "sign": jax.numpy.sign,
@@ -293,12 +289,12 @@ def _eq_point(cfg, p, key):
     c1 = mom["c1"]
     lin = {"c1": c1, "m2": mom["m2"], "Ey2z2": 3 * c1**2 + mom["rho_eff"],
            "Ey3z": 3 * c1 * mom["m2"], "Ey4": 3 * mom["m2"] ** 2}
+    pad = _pad(cfg.d, [(cfg.alpha, t, cfg.kappa) for t in cfg.taus])
     nl = _trials(key, cfg.d, cfg.alpha, p["tau"], cfg.kappa, cfg.rho, cfg.lam, cfg.trials,
-                 f=fj, mom=mom)["e_icl"]
-    # equivalent linear target c1 z + N(0, rho_eff): scale tasks by c1 through f = identity
-    # on c1-scaled labels is the same as the linear model with noise rho_eff
+                 f=fj, mom=mom, pad=pad)["e_icl"]
+    # the equivalent linear target c1 z + N(0, rho_eff), sampled exactly (O(1) context)
     eq = _trials(key, cfg.d, cfg.alpha, p["tau"], cfg.kappa, mom["rho_eff"], cfg.lam,
-                 cfg.trials, f=_Scale(c1), mom=lin)["e_icl"]
+                 cfg.trials, mom=lin, pad=pad, scale=c1)["e_icl"]
     return {"nonlinear": nl, "equivalent": eq}
 
 
