@@ -213,11 +213,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_derive)
 
     sp = sub.add_parser("bench", help="throughput benchmarks against same-process baselines")
-    sp.add_argument("name", metavar="NAME", help="benchmark: operator, gma, gma-profile or lda")
+    sp.add_argument("name", metavar="NAME",
+                    help="benchmark: operator, gma, gma-profile, lda or icl")
     sp.add_argument("--quick", action="store_true", help="smaller sizes")
     sp.add_argument("--repeats", type=int, default=None,
                     help="timed repeats, median reported (default: 5 for operator, 10 for gma "
-                         "and gma-profile, 3 for lda)")
+                         "and gma-profile, 3 for lda, 1 for icl)")
     sp.add_argument("--json", metavar="PATH", help="also write results as JSON")
     sp.add_argument("--figure", metavar="PATH", help="gma: also draw time/memory vs N (PNG)")
     sp.set_defaults(func=cmd_bench)
