@@ -10,12 +10,14 @@ from pathlib import Path
 
 EPILOG = """examples:
   gmtheory verify                      run every registered check
-  gmtheory verify --only operator      checks whose id contains 'operator'
+  gmtheory verify --only lda           the lda.* checks (a group name, else a substring)
   gmtheory figures                     all figures, quick profile, into figures-out/
+  gmtheory figures fig1 fig4 fig5      named figures
   gmtheory run prompt-convergence --set reps=128,Ls=100,1000,10000
+  gmtheory run lda-sweep --set pi_pos=0.5,0.7,0.9,separation=1,2,d=2,5
   gmtheory reproduce                   all checks + all figures + a Markdown report
   gmtheory derive --out derivations.md
-  gmtheory bench operator
+  gmtheory bench operator             (also: gma, gma-profile, lda, icl)
 """
 
 
