@@ -6,7 +6,8 @@ Asymptotic theory in the scaling limit ``alpha = l/d``, ``tau = n/d^2``, ``kappa
 :func:`g_task`), the exact finite-d test error of any ``Gamma`` (:func:`test_error`,
 :func:`test_error_nonlinear`), and a pretraining simulator (:func:`pretrain`): batched
 sampling of the statistics ``H_Z = x_q h^T`` with the O(l + d) construction of §5, and a
-matrix-free ridge solve (preconditioned conjugate gradients, matvec O(n d^2)).
+matrix-free ridge solve (preconditioned conjugate gradients, matvec O(n d^2)), with a
+direct Cholesky solve for small d (``d(d+1) <= 400``) where that is cheaper.
 """
 
 from __future__ import annotations
@@ -216,6 +217,26 @@ class PretrainResult:
     residual: float
 
 
+DIRECT_MAX_PARAMS = 400   # d (d+1) up to this: form the Gram matrix and solve directly
+
+
+def _ridge_solve(h, xq, yq, lam_eff, tol, maxiter, n=None):
+    """Ridge normal equations: direct (Cholesky of the d(d+1) Gram matrix, cost n p^2)
+    when ``p = d(d+1) <= DIRECT_MAX_PARAMS``, where that is cheaper than CG's iterations
+    and compilation; preconditioned CG (:func:`_ridge_cg`) otherwise."""
+    d = xq.shape[1]
+    p = d * (h.shape[1])
+    if p > DIRECT_MAX_PARAMS:
+        return _ridge_cg(h, xq, yq, lam_eff, tol, maxiter, n)
+    n = h.shape[0] if n is None else n
+    F = jnp.einsum("nd,ne->nde", xq, h).reshape(h.shape[0], p)
+    A = F.T @ F / n + lam_eff * jnp.eye(p, dtype=F.dtype)
+    b = F.T @ yq / n
+    g = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(A), b)
+    res = jnp.linalg.norm(A @ g - b) / jnp.linalg.norm(b)
+    return g.reshape(d, h.shape[1]), res
+
+
 @partial(jax.jit, static_argnames=("maxiter",))
 def _ridge_cg(h, xq, yq, lam_eff, tol, maxiter, n=None):
     """Solve ``(1/n) sum x x^T G h h^T + lam_eff G = (1/n) sum y x h^T`` by CG with the
@@ -262,7 +283,7 @@ def pretrain(key, d: int, alpha: float, tau: float, kappa: float, rho: float, la
         W = jnp.tile(pool, (n // k, 1))
     h, xq, yq = sample_statistics(ks, W, ell, rho, f)
     # (1/n) normal equations: ridge (n/d) lam |G|^2 becomes lam / d
-    G, res = _ridge_cg(h, xq, yq, lam / d, tol, maxiter)
+    G, res = _ridge_solve(h, xq, yq, lam / d, tol, maxiter)
     return PretrainResult(G, maxiter, float(res)), pool
 
 
@@ -325,7 +346,7 @@ def _gtask_one(key, d, ell, k_max, n_max, k, n, rho, lam, tol, maxiter, f=None, 
     W = pool[jnp.arange(n_max) % k]               # task j repeated n / k times
     h, xq, yq = sample_statistics(ks, W, ell, rho, f, scale)
     h, xq, yq = h * row_ok, xq * row_ok, yq * row_ok[:, 0]
-    G, res = _ridge_cg(h, xq, yq, lam / d, tol, maxiter, n)
+    G, res = _ridge_solve(h, xq, yq, lam / d, tol, maxiter, n)
     mp = pool * task_ok[:, None]
     e_icl = test_error(G, ell, rho)
     e_idg = test_error(G, ell, rho, mp.sum(0) / k, mp.T @ mp / k)

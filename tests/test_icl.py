@@ -43,16 +43,18 @@ def test_fast_sampler_matches_direct_construction():
         assert np.all(np.abs(np.asarray(a - b)) < 5 * np.asarray(se) + 1e-12)
 
 
-def test_cg_matches_direct_ridge_solve():
-    d = 4
-    r, _ = icl.pretrain(jax.random.key(5), d, 2.0, 3.0, 1.0, 0.1, 1e-2)
-    ell, k, n = icl.sizes(d, 2.0, 3.0, 1.0)
-    pool = icl.sample_pool(jax.random.split(jax.random.key(5))[0], d, k)
-    h, xq, yq = icl.sample_statistics(jax.random.split(jax.random.key(5))[1],
-                                      jnp.tile(pool, (n // k, 1)), ell, 0.1)
+def test_cg_and_cholesky_match_an_explicit_ridge_solve():
+    d, n, lam = 4, 600, 1e-2
+    ell, k, _ = icl.sizes(d, 2.0, 3.0, 1.0)
+    pool = icl.sample_pool(jax.random.key(4), d, k)
+    h, xq, yq = icl.sample_statistics(jax.random.key(5), jnp.tile(pool, (n // k, 1)), ell, 0.1)
     F = jnp.einsum("nd,ne->nde", xq, h).reshape(n, -1)
-    G = jnp.linalg.solve(F.T @ F / n + 1e-2 / d * jnp.eye(F.shape[1]), F.T @ yq / n)
-    np.testing.assert_allclose(r.Gamma.ravel(), G, rtol=1e-7, atol=1e-9)
+    G = jnp.linalg.solve(F.T @ F / n + lam * jnp.eye(F.shape[1]), F.T @ yq / n)
+    cg, res = icl._ridge_cg(h, xq, yq, lam, 1e-12, 500)
+    chol, _ = icl._ridge_solve(h, xq, yq, lam, 1e-12, 500)
+    assert float(res) < 1e-11
+    np.testing.assert_allclose(cg.ravel(), G, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(chol.ravel(), G, rtol=1e-10, atol=1e-12)
 
 
 def test_sharded_trials_equal_single_device(tmp_path):
