@@ -20,20 +20,21 @@ from functools import lru_cache
 from math import factorial
 
 import numpy as np
-from scipy.special import eval_hermitenorm, roots_hermitenorm, roots_legendre
+from scipy.special import eval_hermitenorm, roots_legendre
+
+from .quadrature import _rule_np
 
 __all__ = ["coefficients", "second_moment", "effective_noise", "linear_part", "KINKED",
-           "expectation"]
+           "expectation", "label_moments"]
 
 # break points of the functions the toolkit uses by name
 KINKED = {"relu": (0.0,), "sign": (0.0,), "abs": (0.0,)}
 _Z = 40.0
 
 
-@lru_cache(maxsize=32)
 def _gh(n: int):
-    t, w = roots_hermitenorm(n)
-    return t, w / w.sum()
+    t, w = _rule_np(n, 1)
+    return t[:, 0], w
 
 
 @lru_cache(maxsize=32)
@@ -138,3 +139,19 @@ def _named(name: str) -> Callable:
     if name not in table:
         raise ValueError(f"f: unknown name {name!r}; pass a function or one of {sorted(table)}.")
     return table[name]
+
+
+def label_moments(f: Callable, noise_var: float, *, kinks: Sequence[float] | None = None):
+    """Moments of ``y = f(z) + eps`` (``eps ~ N(0, noise_var)``) used by the exact finite-d
+    error of ``gmtheory.icl.test_error_nonlinear``: ``c0``, ``c1``, ``m2 = E y^2``,
+    ``rho_eff = m2 - c1^2``, ``Ey2z2``, ``Ey3z``, ``Ey4``."""
+    if isinstance(f, str):
+        f, kinks = _named(f), KINKED[f] if kinks is None else kinks
+    c0, c1 = linear_part(f, kinks=kinks)
+    E = lambda g: expectation(g, kinks=kinks)[0]
+    Ef2 = E(lambda z: f(z) ** 2)
+    r = noise_var
+    return {"c0": c0, "c1": c1, "m2": Ef2 + r, "rho_eff": Ef2 + r - c1**2,
+            "Ey2z2": E(lambda z: f(z) ** 2 * z * z) + r,
+            "Ey3z": E(lambda z: f(z) ** 3 * z) + 3 * r * c1,
+            "Ey4": E(lambda z: f(z) ** 4) + 6 * r * Ef2 + 3 * r * r}

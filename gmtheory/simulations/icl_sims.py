@@ -248,17 +248,8 @@ def _np_and_jax(name):
 
 
 def equivalent_moments(name: str, rho: float) -> dict:
-    """Hermite data of ``y = f(z) + eps``: ``c0, c1, m2, rho_eff`` and the moments used by
-    :func:`gmtheory.icl.test_error_nonlinear`."""
-    fn, _ = _np_and_jax(name)
-    kinks = EQUIV[name][0]
-    c0, c1 = hermite.linear_part(fn, kinks=kinks)
-    E = lambda g: hermite.expectation(g, kinks=kinks)[0]
-    Ef2 = E(lambda z: fn(z) ** 2)
-    return {"c0": c0, "c1": c1, "m2": Ef2 + rho, "rho_eff": Ef2 + rho - c1**2,
-            "Ey2z2": E(lambda z: fn(z) ** 2 * z * z) + rho,
-            "Ey3z": E(lambda z: fn(z) ** 3 * z) + 3 * rho * c1,
-            "Ey4": E(lambda z: fn(z) ** 4) + 6 * rho * Ef2 + 3 * rho**2}
+    """Hermite data of ``y = f(z) + eps`` (:func:`gmtheory.hermite.label_moments`)."""
+    return hermite.label_moments(_np_and_jax(name)[0], rho, kinks=EQUIV[name][0])
 
 
 @dataclass(frozen=True)

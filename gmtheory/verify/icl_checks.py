@@ -94,14 +94,7 @@ def _prompts_mc(key, Gamma, d, ell, rho, n, f=None, pool=None):
 
 
 def _moments(f, kinks, rho):
-    c0, c1 = hermite.linear_part(f, kinks=kinks)
-    E = lambda g: hermite.expectation(g, kinks=kinks)[0]
-    Ef2 = E(lambda z: f(z) ** 2)
-    # y = f(z) + eps, eps ~ N(0, rho) independent
-    Ey2z2 = E(lambda z: f(z) ** 2 * z * z) + rho
-    Ey3z = E(lambda z: f(z) ** 3 * z) + 3 * rho * c1
-    Ey4 = E(lambda z: f(z) ** 4) + 6 * rho * Ef2 + 3 * rho**2
-    return {"c0": c0, "c1": c1, "m2": Ef2 + rho, "Ey2z2": Ey2z2, "Ey3z": Ey3z, "Ey4": Ey4}
+    return hermite.label_moments(f, rho, kinks=kinks)
 
 
 @register_check(
