@@ -149,6 +149,12 @@ def test_error_nonlinear(Gamma, ell: int, moments: dict, mu_hat=None, R_hat=None
     (``E f^2 + sigma^2``), ``Ey2z2``, ``Ey3z``, ``Ey4``."""
     Gamma = jnp.asarray(Gamma)
     d = Gamma.shape[0]
+    if Gamma.shape != (d, d + 1):
+        raise ValueError(f"Gamma: expected shape (d, d+1), got {Gamma.shape}.")
+    missing = {"c1", "m2", "Ey2z2", "Ey3z", "Ey4"} - set(moments)
+    if missing:
+        raise ValueError(f"moments: missing {sorted(missing)}; compute them with "
+                         "gmtheory.hermite.label_moments(f, noise_var).")
     mu = jnp.zeros(d) if mu_hat is None else jnp.asarray(mu_hat)
     R = jnp.eye(d) if R_hat is None else jnp.asarray(R_hat)
     c1, m2 = moments["c1"], moments["m2"]
@@ -212,8 +218,9 @@ def sample_statistics(key, W, ell, rho: float, f=None, scale=1.0):
 
 @dataclass(frozen=True)
 class PretrainResult:
+    """Fitted ``Gamma`` (d, d+1) and the relative residual of the ridge normal equations."""
+
     Gamma: jax.Array
-    iterations: int
     residual: float
 
 
@@ -284,7 +291,7 @@ def pretrain(key, d: int, alpha: float, tau: float, kappa: float, rho: float, la
     h, xq, yq = sample_statistics(ks, W, ell, rho, f)
     # (1/n) normal equations: ridge (n/d) lam |G|^2 becomes lam / d
     G, res = _ridge_solve(h, xq, yq, lam / d, tol, maxiter)
-    return PretrainResult(G, maxiter, float(res)), pool
+    return PretrainResult(G, float(res)), pool
 
 
 def dmmse_error(key, pool, ell: int, rho: float, draws: int = 1000, test: str = "icl",

@@ -17,6 +17,7 @@ from gmtheory import icl
     (lambda: icl.e_icl_ridgeless(-1.0, 2.0, 1.0, 0.1), "alpha"),
     (lambda: icl.e_icl_ridge(2.0, 2.0, 1.0, 0.1, 0.0), "lam"),
     (lambda: icl.test_error(jnp.ones((3, 3)), 5, 0.1), "Gamma"),
+    (lambda: icl.test_error_nonlinear(jnp.ones((3, 4)), 5, {"c1": 1.0}), "moments"),
     (lambda: icl.dmmse_error(jax.random.key(0), jnp.ones((2, 3)), 4, 0.1, 8, "ood"), "test"),
     (lambda: icl.g_task_trials(jax.random.key(0), 4, 2.0, 2.0, 1.0, 0.1, 1e-3, 2,
                                devices=99), "devices"),

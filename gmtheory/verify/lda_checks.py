@@ -575,8 +575,7 @@ def check_17():
         d = prob.d
         Rs = float(lda.bayes_risk(prob))
         order = 64 if d == 2 else 40   # eta form: exact at Bayes points (lda.grad_eff)
-        H = lda.hessian(prob, th, order=order, form="eta")
-        basis, nul, pos, ev = _sym_kernel(H)
+        _, basis, nul, pos, ev = _hessian_spectrum(prob, th, order)
         kerDC, _ = _null_basis(lda.jacobian_phi(prob, th)[: d + 2], 1e-10)
         ang = _max_angle(basis, kerDC)
         excess = float(lda.risk(prob, th, order=order)) - Rs
