@@ -5,12 +5,14 @@ Methodology: jit, one warm-up call, ``block_until_ready``, median of ``repeats``
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tqdm.auto import tqdm
 
 from .mixture import GaussianMixture
 from .operators import _softmax_limit, _softmax_scan
@@ -29,7 +31,13 @@ def time_fn(fn, *args, repeats: int = 5) -> float:
     return statistics.median(ts)
 
 
-def bench_operator(quick: bool = False, repeats: int = 5, dtype=jnp.float32) -> dict:
+def _bar(name: str, progress: bool, **kw):
+    """The progress bar of ``gmtheory bench NAME`` (stderr; hidden by ``--no-progress``)."""
+    return tqdm(desc=f"bench {name}", disable=not progress, leave=False, **kw)
+
+
+def bench_operator(quick: bool = False, repeats: int = 5, dtype=jnp.float32,
+                   progress: bool = False) -> dict:
     """Closed-form and finite-prompt attention throughput.
 
     * closed form (Prop. 2.1): ``10^6`` queries, K = 16, d = 32 (``quick``: 10^5);
@@ -39,6 +47,7 @@ def bench_operator(quick: bool = False, repeats: int = 5, dtype=jnp.float32) -> 
     """
     key = jax.random.key(0)
     k1, k2, k3, k4 = jax.random.split(key, 4)
+    bar = _bar("operator", progress, total=5)  # closed form, three chunk sizes, matmul
     res = {"dtype": jnp.dtype(dtype).name, "backend": jax.default_backend(),
            "devices": len(jax.devices())}
 
@@ -52,6 +61,7 @@ def bench_operator(quick: bool = False, repeats: int = 5, dtype=jnp.float32) -> 
     V = jnp.eye(d, dtype=dtype)
     z = jax.random.normal(k3, (nq, d), dtype)
     t = time_fn(_softmax_limit, mix, U, V, z, repeats=repeats)
+    bar.update()
     res["closed_form"] = {"queries": nq, "K": K, "d": d, "seconds": t, "queries_per_s": nq / t}
 
     # finite prompt vs matmul of equal flops
@@ -63,6 +73,7 @@ def bench_operator(quick: bool = False, repeats: int = 5, dtype=jnp.float32) -> 
     for chunk in (512, 1024, 2048):
         f = jax.jit(lambda t_, u_, c=chunk: _softmax_scan(t_, u_, Vd, chunk=c, with_se=False)[0])
         tt = time_fn(f, toks, u, repeats=repeats)
+        bar.update()
         if best is None or tt < best[1]:
             best = (chunk, tt)
     flops = 4.0 * n * L * d
@@ -71,6 +82,7 @@ def bench_operator(quick: bool = False, repeats: int = 5, dtype=jnp.float32) -> 
     B = jax.random.normal(k2, (N, N), dtype)
     mm = jax.jit(jnp.matmul)
     t_mm = time_fn(mm, A, B, repeats=repeats) * flops / (2.0 * N**3)
+    bar.close()
     res["finite_prompt"] = {
         "queries": n, "tokens": L, "d": d, "best_chunk": best[0], "seconds": best[1],
         "gflops": flops / best[1] / 1e9, "matmul_equal_flops_seconds": t_mm,
@@ -104,6 +116,27 @@ def _temp_bytes(fn, *args) -> float:
         return float(ma.temp_size_in_bytes)
     except Exception:  # backend without memory analysis
         return float("nan")
+
+
+def available_memory_bytes() -> float:
+    """Memory the OS can still give this process (``MemAvailable``), or inf if unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return 1024.0 * float(line.split()[1])
+    except OSError:
+        pass
+    try:
+        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return float("inf")
+
+
+# Peak resident memory over XLA's compiled temporary-memory estimate; measured 1.75 for
+# xla softmax forward+backward at N = 8192 on the CPU (7.2 GiB peak for a 4.1 GiB
+# estimate), so a case is run only if twice its estimate is available.
+MEMORY_SAFETY = 2.0
 
 
 def _gma_methods(params, heads, dh):
@@ -145,74 +178,110 @@ def _gma_methods(params, heads, dh):
     }
 
 
-def bench_gma(quick: bool = False, repeats: int = 10, dtype=jnp.float32) -> dict:
+def bench_gma(quick: bool = False, repeats: int = 10, dtype=jnp.float32,
+              progress: bool = False, Ns=None) -> dict:
     """GMA vs xla softmax, elu+1 linear attention and naive cumsum GMA (gma.md benchmarks).
 
     d_model = 64, 4 heads; forward and forward+backward; median of ``repeats`` after a
-    warm-up; compiled temporary memory from XLA's memory analysis.
+    warm-up; compiled temporary memory from XLA's memory analysis. A case whose
+    estimate times ``MEMORY_SAFETY`` exceeds the memory available is not run and is
+    listed under ``"skipped"`` (on a 24 GiB machine: xla softmax at N = 16384).
+    ``Ns`` overrides the sequence lengths (default 2^9..2^16, ``quick``: 2^9..2^12).
     """
     from . import gma
-    from .simulations.prompt_convergence import fit_loglog
 
     d_model, heads = 64, 4
     dh = d_model // heads
-    Ns = [2**k for k in range(9, 13 if quick else 17)]
+    Ns = list(Ns or [2**k for k in range(9, 13 if quick else 17)])
     Ks = (16,) if quick else (16, 64)
     key = jax.random.key(0)
     base = {n: 0.125 * jax.random.normal(jax.random.fold_in(key, i), (d_model, d_model), dtype)
             for i, n in enumerate("qkv")}
-    rows = []
+    cases = []
     for K in Ks:
         params = gma.init(key, d_model, heads=heads, K=K, dtype=dtype)
         for name, (p, f) in _gma_methods(params, heads, dh).items():
             if name.startswith(("softmax", "linear")) and K != Ks[0]:
                 continue
-            p = base if p is None else p
             for N in Ns:
                 if name.startswith("softmax") and N > 2**14:
                     continue  # the N x N score tensor exceeds memory on this machine
                 if name == "gma-causal-cumsum" and N * K * dh * heads > 2**27:
                     continue
-                x = jax.random.normal(jax.random.fold_in(key, N), (1, N, d_model), dtype)
-                fwd = jax.jit(lambda p_, x_, f=f: f(p_, x_))
-                fb = jax.jit(jax.grad(lambda p_, x_, f=f: jnp.sum(f(p_, x_) ** 2)))
-                rows.append({
-                    "method": name, "K": K if name.startswith("gma") else None, "N": N,
-                    "fwd_s": time_fn(fwd, p, x, repeats=repeats),
-                    "fwdbwd_s": time_fn(fb, p, x, repeats=repeats),
-                    "fwd_temp_bytes": _temp_bytes(lambda p_, x_, f=f: f(p_, x_), p, x),
-                    "fwdbwd_temp_bytes": _temp_bytes(
-                        jax.grad(lambda p_, x_, f=f: jnp.sum(f(p_, x_) ** 2)), p, x),
-                })
-    res = {"rows": rows, "Ns": Ns, "Ks": list(Ks), "backend": jax.default_backend(),
-           "dtype": jnp.dtype(dtype).name, "repeats": repeats, "slopes": {}}
+                cases.append((name, K, base if p is None else p, f, N))
+    rows, skipped = [], []
+    for name, K, p, f, N in _bar("gma", progress, iterable=cases):
+        x = jax.random.normal(jax.random.fold_in(key, N), (1, N, d_model), dtype)
+        fwd = jax.jit(lambda p_, x_, f=f: f(p_, x_))
+        fb = jax.jit(jax.grad(lambda p_, x_, f=f: jnp.sum(f(p_, x_) ** 2)))
+        row = {"method": name, "K": K if name.startswith("gma") else None, "N": N,
+               "fwd_temp_bytes": _temp_bytes(lambda p_, x_, f=f: f(p_, x_), p, x),
+               "fwdbwd_temp_bytes": _temp_bytes(
+                   jax.grad(lambda p_, x_, f=f: jnp.sum(f(p_, x_) ** 2)), p, x)}
+        need = MEMORY_SAFETY * max(row["fwd_temp_bytes"], row["fwdbwd_temp_bytes"])
+        have = available_memory_bytes()
+        if need > have:  # running it would get the process OOM-killed
+            skipped.append({**row, "needed_bytes": need, "available_bytes": have})
+            continue
+        row["fwd_s"] = time_fn(fwd, p, x, repeats=repeats)
+        row["fwdbwd_s"] = time_fn(fb, p, x, repeats=repeats)
+        rows.append(row)
+    res = {"rows": rows, "skipped": skipped, "Ns": Ns, "Ks": list(Ks),
+           "backend": jax.default_backend(), "dtype": jnp.dtype(dtype).name,
+           "repeats": repeats}
+    return summarise_gma(res)
+
+
+GOAL_N = 16384  # the N at which gma.md states the speed and memory goals
+
+
+def summarise_gma(res: dict) -> dict:
+    """Slopes, crossover and goal ratios of a ``bench_gma`` result, from its rows alone.
+
+    Slopes are log-log fits over N >= 2048. The ratios are taken at ``GOAL_N`` when both
+    methods were measured there, otherwise at the largest N both were measured at (the
+    quick profile stops at 4096). Recomputing this from a saved JSON gives the same
+    summary as the run that wrote it.
+    """
+    from .simulations.prompt_convergence import fit_loglog
+
+    rows, K0 = res["rows"], res["Ks"][0]
+    res = {**res, "slopes": {}}
 
     def series(method, K, field):
         pts = [(r["N"], r[field]) for r in rows if r["method"] == method and r["K"] == K]
         return np.array(pts, float).T if pts else np.zeros((2, 0))
 
-    big = [n for n in Ns if n >= 2**11]
-    for r in {(r["method"], r["K"]) for r in rows}:
+    def at(n, vals, N):
+        return vals[n == N][0]
+
+    def ref_N(common):
+        return GOAL_N if GOAL_N in common else max(common)
+
+    big = [n for n in res["Ns"] if n >= 2**11]
+    for r in sorted({(r["method"], r["K"] or 0) for r in rows}):
+        K = r[1] or None
         for field in ("fwd_s", "fwdbwd_s", "fwdbwd_temp_bytes"):
-            n, t = series(*r, field)
+            n, t = series(r[0], K, field)
             sel = np.isin(n, big) & np.isfinite(t) & (t > 0)
             if sel.sum() >= 2:
-                res["slopes"][f"{r[0]}[K={r[1]}] {field}"] = fit_loglog(n[sel], t[sel])[0]
+                res["slopes"][f"{r[0]}[K={K}] {field}"] = fit_loglog(n[sel], t[sel])[0]
     n_s, t_s = series("softmax-xla-causal", None, "fwdbwd_s")
-    n_g, t_g = series("gma-causal", Ks[0], "fwdbwd_s")
-    faster = [n for n in n_g if n in n_s and t_g[n_g == n][0] < t_s[n_s == n][0]]
+    n_g, t_g = series("gma-causal", K0, "fwdbwd_s")
+    common = [n for n in n_g if n in n_s]
+    faster = [n for n in common if at(n_g, t_g, n) < at(n_s, t_s, n)]
     res["crossover_N"] = float(min(faster)) if faster else None
-    ref = max(n for n in n_g if n in n_s) if len(n_s) else None
-    if ref:
+    if common:
+        ref = ref_N(common)
         res["ratio_N"] = ref
-        res["softmax_over_gma_fwdbwd"] = float(t_s[n_s == ref][0] / t_g[n_g == ref][0])
-    n_c, m_c = series("gma-causal-cumsum", Ks[0], "fwdbwd_temp_bytes")
-    n_m, m_g = series("gma-causal", Ks[0], "fwdbwd_temp_bytes")
+        res["softmax_over_gma_fwdbwd"] = float(at(n_s, t_s, ref) / at(n_g, t_g, ref))
+    n_c, m_c = series("gma-causal-cumsum", K0, "fwdbwd_temp_bytes")
+    n_m, m_g = series("gma-causal", K0, "fwdbwd_temp_bytes")
     common = [n for n in n_c if n in n_m]
     if common:
-        res["memory_ratio_N"] = max(common)
-        res["cumsum_over_chunked_memory"] = float(m_c[n_c == max(common)][0]
-                                                  / m_g[n_m == max(common)][0])
+        ref = ref_N(common)
+        res["memory_ratio_N"] = ref
+        res["cumsum_over_chunked_memory"] = float(at(n_c, m_c, ref) / at(n_m, m_g, ref))
     return res
 
 
@@ -223,17 +292,27 @@ def format_gma(res: dict) -> str:
     for r in res["rows"]:
         lines.append(f"{r['method']:<22} {r['K'] or '-':>4} {r['N']:>7} {r['fwd_s']:9.4f} "
                      f"{r['fwdbwd_s']:10.4f} {r['fwdbwd_temp_bytes'] / 2**20:9.1f}")
+    for r in res.get("skipped", ()):
+        lines.append(f"{r['method']:<22} {r['K'] or '-':>4} {r['N']:>7}  not run: needs about "
+                     f"{r['needed_bytes'] / 2**30:.1f} GiB ({MEMORY_SAFETY:g} x XLA's "
+                     f"{r['fwdbwd_temp_bytes'] / 2**30:.1f} GiB estimate), "
+                     f"{r['available_bytes'] / 2**30:.1f} GiB available")
     lines.append("log-log slopes over N >= 2048 (goal <= 1.15 for GMA):")
     for k, v in sorted(res["slopes"].items()):
         lines.append(f"  {k:<48} {v:+.3f}")
-    lines.append(f"crossover N (causal GMA fwd+bwd faster than xla softmax): {res['crossover_N']}")
+    cross = res["crossover_N"]
+    lines.append("crossover N (causal GMA fwd+bwd faster than xla softmax): "
+                 + ("none measured" if cross is None else f"{cross:g}"))
     if "ratio_N" in res:
-        lines.append(f"xla softmax / causal GMA fwd+bwd time at N = {res['ratio_N']}: "
-                     f"{res['softmax_over_gma_fwdbwd']:.1f}x (goal >= 10 at N = 16384)")
+        lines.append(f"xla softmax / causal GMA fwd+bwd time at N = {res['ratio_N']:g}: "
+                     f"{res['softmax_over_gma_fwdbwd']:.1f}x (goal >= 10 at N = {GOAL_N}"
+                     + ("" if res["ratio_N"] == GOAL_N else
+                        f"; N = {res['ratio_N']:g} is the largest N measured for both")
+                     + ")")
     if "memory_ratio_N" in res:
         lines.append(f"cumsum / chunked causal GMA fwd+bwd temp memory at N = "
-                     f"{res['memory_ratio_N']}: {res['cumsum_over_chunked_memory']:.1f}x "
-                     "(goal >= 3 at N = 16384)")
+                     f"{res['memory_ratio_N']:g}: {res['cumsum_over_chunked_memory']:.1f}x "
+                     f"(goal >= 3 at N = {GOAL_N})")
     return "\n".join(lines)
 
 
@@ -274,7 +353,8 @@ def plot_gma(res: dict, path) -> None:
         plt.close(fig)
 
 
-def bench_lda(quick: bool = False, repeats: int = 3, order: int | None = None) -> dict:
+def bench_lda(quick: bool = False, repeats: int = 3, order: int | None = None,
+              progress: bool = False) -> dict:
     """Population gradient descent on C1 (Fig. 1 protocol): wall time of ``10^5`` steps
     (``quick``: ``2*10^4``) as one jitted ``lax.scan`` (:func:`gmtheory.lda.gradient_descent`),
     against a baseline in the same process: the same jitted step called from a Python loop
@@ -289,11 +369,13 @@ def bench_lda(quick: bool = False, repeats: int = 3, order: int | None = None) -
     order = order or lda.DEFAULT_ORDER
     th0 = lda.table3_start("theta2", prob)
     lr = 1e-4
+    bar = _bar("lda", progress, total=3)  # scan, Python loop, autodiff baseline
     t0 = time.perf_counter()
     jax.block_until_ready(lda.gradient_descent(prob, th0, lr, steps, steps, order))
     first = time.perf_counter() - t0
     scan_s = time_fn(lambda: lda.gradient_descent(prob, th0, lr, steps, steps, order),
                      repeats=repeats)
+    bar.update()
 
     @jax.jit
     def step(th):
@@ -309,6 +391,7 @@ def bench_lda(quick: bool = False, repeats: int = 3, order: int | None = None) -
         return th
 
     loop_s = time_fn(loop, repeats=1) * steps / n_loop
+    bar.update()
 
     # baseline 2: autodiff of an x-space tensor-GH risk (fixed nodes), same order, in a scan
     from .quadrature import gauss_hermite_rule
@@ -327,6 +410,7 @@ def bench_lda(quick: bool = False, repeats: int = 3, order: int | None = None) -
         return jax.lax.scan(body, th, None, length=steps)[0]
 
     ad_s = time_fn(ad_run, th0, repeats=1)
+    bar.close()
     return {"steps": steps, "order": order, "scan_s": scan_s, "first_call_s": first,
             "python_loop_s_scaled": loop_s, "speedup_vs_loop": loop_s / scan_s,
             "autodiff_tensor_s": ad_s, "speedup_vs_autodiff": ad_s / scan_s,
@@ -354,7 +438,7 @@ def format_lda(res: dict) -> str:
 BENCHES["lda"] = (bench_lda, format_lda)
 
 
-def bench_gma_profile(quick: bool = False, repeats: int = 10) -> dict:
+def bench_gma_profile(quick: bool = False, repeats: int = 10, progress: bool = False) -> dict:
     """Where GMA's forward time goes (K = 16, d_model = 64, 4 heads, float32): the whole
     layer (bidirectional; causal with chunk 128), the routing (projections and
     responsibilities of all heads, ``gma._routes``), the bidirectional contraction, and one
@@ -373,7 +457,8 @@ def bench_gma_profile(quick: bool = False, repeats: int = 10) -> dict:
     }
     contract = jax.jit(lambda rq, rk, v: gma._bidirectional(rq, rk, v, "query", 1e-6))
     rows = []
-    for N in ((2048, 8192) if quick else (2048, 8192, 32768, 65536)):
+    Ns = (2048, 8192) if quick else (2048, 8192, 32768, 65536)
+    for N in _bar("gma-profile", progress, iterable=Ns):
         x = jax.random.normal(key, (1, N, d), jnp.float32)
         row = {"N": N, **{k: time_fn(f, params, x, repeats=repeats) for k, f in fns.items()}}
         rq, rk, v = fns["routing_all_heads"](params, x)
@@ -403,7 +488,7 @@ AUTHORS_ICL_SECONDS = {10: 18.0, 32: 260.0, 64: 4393.0}
 
 
 def bench_icl(quick: bool = False, repeats: int = 1, dims=None, trials: int = 20,
-              draws: int = 1000) -> dict:
+              draws: int = 1000, progress: bool = False) -> dict:
     """The authors' CPU quick figure (reference §6, :func:`gmtheory.icl.quick_figure`) at
     d = 10, 32, 64 (``quick``: d = 10): wall time (first run in the process, compilation
     included), its ratio to the authors' reported times, and the agreement with the
@@ -412,7 +497,7 @@ def bench_icl(quick: bool = False, repeats: int = 1, dims=None, trials: int = 20
 
     dims = dims or ((10,) if quick else (10, 32, 64))
     out = {"kappas": icl.QUICK_FIGURE["kappas"], "trials": trials, "draws": draws, "rows": []}
-    for d in dims:
+    for d in _bar("icl", progress, iterable=dims):
         t0 = time.perf_counter()
         row = icl.quick_figure(d, trials=trials, draws=draws)
         row["seconds"] = time.perf_counter() - t0

@@ -152,7 +152,8 @@ def cmd_bench(args) -> int:
     if args.name not in BENCHES:
         raise ValueError(f"bench: unknown name {args.name!r}; choose from {sorted(BENCHES)}.")
     fn, fmt = BENCHES[args.name]
-    res = fn(quick=args.quick, **({} if args.repeats is None else {"repeats": args.repeats}))
+    res = fn(quick=args.quick, progress=not args.no_progress,
+             **({} if args.repeats is None else {"repeats": args.repeats}))
     print(fmt(res))
     if args.json:
         from .cache import atomic_write_bytes
@@ -223,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "and gma-profile, 3 for lda, 1 for icl)")
     sp.add_argument("--json", metavar="PATH", help="also write results as JSON")
     sp.add_argument("--figure", metavar="PATH", help="gma: also draw time/memory vs N (PNG)")
+    common(sp)
     sp.set_defaults(func=cmd_bench)
     return p
 

@@ -142,17 +142,50 @@ def test_kmeanspp_init_and_errors():
 
 
 def test_bench_report_and_figure(tmp_path):
-    from gmtheory.bench import format_gma, plot_gma
+    from gmtheory.bench import GOAL_N, format_gma, plot_gma, summarise_gma
 
+    # Synthetic rows with known answers: GMA time and memory linear in N, softmax time
+    # quadratic and equal to GMA's at N = 512; the cumsum form needs 2x the chunked
+    # form's memory up to GOAL_N and 4x beyond it, so the goal ratio must be read at
+    # GOAL_N, not at the largest N.
+    Ns = (512, 1024, 2048, 4096, GOAL_N, 2 * GOAL_N)
     rows = []
     for m, K in (("gma-causal", 16), ("softmax-xla-causal", None), ("gma-causal-cumsum", 16)):
-        for N in (512, 1024, 2048, 4096):
+        for N in Ns:
+            if m.startswith("softmax") and N > GOAL_N:
+                continue
             t = 1e-6 * N * (N / 512 if m.startswith("softmax") else 1)
+            mem = 100.0 * N * ((2 if N <= GOAL_N else 4) if m.endswith("cumsum") else 1)
             rows.append({"method": m, "K": K, "N": N, "fwd_s": t, "fwdbwd_s": 2 * t,
-                         "fwd_temp_bytes": 100.0 * N, "fwdbwd_temp_bytes": 200.0 * N})
-    res = {"rows": rows, "slopes": {"gma-causal[K=16] fwdbwd_s": 1.0}, "crossover_N": 1024.0,
-           "backend": "cpu", "dtype": "float32", "repeats": 10}
+                         "fwd_temp_bytes": mem, "fwdbwd_temp_bytes": mem})
+    res = summarise_gma({"rows": rows, "Ns": list(Ns), "Ks": [16], "backend": "cpu",
+                         "dtype": "float32", "repeats": 10})
+    assert res["slopes"]["gma-causal[K=16] fwdbwd_s"] == pytest.approx(1.0, abs=1e-12)
+    assert res["slopes"]["softmax-xla-causal[K=None] fwdbwd_s"] == pytest.approx(2.0, abs=1e-12)
+    assert res["crossover_N"] == 1024.0  # equal at 512 is not faster
+    assert res["ratio_N"] == GOAL_N
+    assert res["softmax_over_gma_fwdbwd"] == pytest.approx(GOAL_N / 512, rel=1e-12)
+    assert res["memory_ratio_N"] == GOAL_N
+    assert res["cumsum_over_chunked_memory"] == pytest.approx(2.0, rel=1e-12)
     text = format_gma(res)
     assert "crossover N" in text and "gma-causal" in text
     plot_gma(res, tmp_path / "b.png")
     assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_runs_and_skips_what_does_not_fit(monkeypatch):
+    from gmtheory import bench
+
+    res = bench.bench_gma(quick=True, repeats=1, Ns=(512,))
+    assert {r["method"] for r in res["rows"]} == {
+        "gma-causal", "gma-bidirectional", "gma-causal-cumsum", "softmax-xla-causal",
+        "linear-elu-causal"}
+    assert all(r["fwd_s"] > 0 and r["fwdbwd_s"] > 0 for r in res["rows"])
+    assert res["skipped"] == []
+    # With no memory to spare every case is listed as skipped, with its estimate, not run.
+    monkeypatch.setattr(bench, "available_memory_bytes", lambda: 0.0)
+    res = bench.bench_gma(quick=True, repeats=1, Ns=(512,))
+    assert res["rows"] == [] and len(res["skipped"]) == 5
+    assert all(r["needed_bytes"] > 0 for r in res["skipped"])
+    text = bench.format_gma(res)
+    assert text.count("not run: needs about") == 5 and "none measured" in text
