@@ -233,6 +233,7 @@ def bench_gma(quick: bool = False, repeats: int = 10, dtype=jnp.float32,
 
 
 GOAL_N = 16384  # the N at which gma.md states the speed and memory goals
+SLOPE_MIN_N = 2048  # slopes are fitted over N >= this
 
 
 def summarise_gma(res: dict) -> dict:
@@ -258,7 +259,8 @@ def summarise_gma(res: dict) -> dict:
     def ref_N(common):
         return GOAL_N if GOAL_N in common else max(common)
 
-    big = [n for n in res["Ns"] if n >= 2**11]
+    big = [n for n in res["Ns"] if n >= SLOPE_MIN_N]
+    res["slope_Ns"] = big
     for r in sorted({(r["method"], r["K"] or 0) for r in rows}):
         K = r[1] or None
         for field in ("fwd_s", "fwdbwd_s", "fwdbwd_temp_bytes"):
@@ -297,7 +299,10 @@ def format_gma(res: dict) -> str:
                      f"{r['needed_bytes'] / 2**30:.1f} GiB ({MEMORY_SAFETY:g} x XLA's "
                      f"{r['fwdbwd_temp_bytes'] / 2**30:.1f} GiB estimate), "
                      f"{r['available_bytes'] / 2**30:.1f} GiB available")
-    lines.append("log-log slopes over N >= 2048 (goal <= 1.15 for GMA):")
+    sn = res.get("slope_Ns") or [SLOPE_MIN_N]
+    lines.append(f"log-log slopes over N = {min(sn)}..{max(sn)} ({len(sn)} sizes; goal <= 1.15 "
+                 "for GMA" + ("" if len(sn) > 2 else "; two sizes only, so indicative: run "
+                              "without --quick for the goal") + "):")
     for k, v in sorted(res["slopes"].items()):
         lines.append(f"  {k:<48} {v:+.3f}")
     cross = res["crossover_N"]
@@ -346,8 +351,14 @@ def plot_gma(res: dict, path) -> None:
         ax1.set_title("Time: GMA is linear in N, softmax quadratic")
         ax2.set_title("Memory: chunked causal GMA stays O(NK)")
         ax1.legend(fontsize=7)
-        fig.text(0.01, -0.02, f"d_model 64, 4 heads, {res['dtype']}, backend {res['backend']}, "
-                 f"median of {res['repeats']} runs after warm-up.", fontsize=9, style="italic")
+        note = (f"d_model 64, 4 heads, {res['dtype']}, backend {res['backend']}, "
+                f"median of {res['repeats']} runs after warm-up.")
+        skipped = [f"{r['method']} at N = {r['N']} (needs ~{r['needed_bytes'] / 2**30:.0f} GiB, "
+                   f"{r['available_bytes'] / 2**30:.0f} GiB available)"
+                   for r in res.get("skipped", ())]
+        if skipped:
+            note += " Not run, too large for memory: " + "; ".join(skipped) + "."
+        fig.text(0.01, -0.02, note, fontsize=9, style="italic")
         fig.tight_layout()
         fig.savefig(path)
         plt.close(fig)

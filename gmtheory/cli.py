@@ -152,8 +152,19 @@ def cmd_bench(args) -> int:
     if args.name not in BENCHES:
         raise ValueError(f"bench: unknown name {args.name!r}; choose from {sorted(BENCHES)}.")
     fn, fmt = BENCHES[args.name]
-    res = fn(quick=args.quick, progress=not args.no_progress,
-             **({} if args.repeats is None else {"repeats": args.repeats}))
+    kw = {} if args.repeats is None else {"repeats": args.repeats}
+    if args.sizes is not None:
+        if args.name != "gma":
+            raise ValueError("--sizes: only the gma benchmark takes sequence lengths; drop it "
+                             f"for {args.name!r}.")
+        try:
+            kw["Ns"] = [int(v) for v in args.sizes.split(",")]
+        except ValueError:
+            raise ValueError(f"--sizes: expected comma-separated integers such as 8192,16384, "
+                             f"got {args.sizes!r}.") from None
+        if min(kw["Ns"]) < 1:
+            raise ValueError(f"--sizes: sequence lengths must be positive, got {args.sizes!r}.")
+    res = fn(quick=args.quick, progress=not args.no_progress, **kw)
     print(fmt(res))
     if args.json:
         from .cache import atomic_write_bytes
@@ -224,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "and gma-profile, 3 for lda, 1 for icl)")
     sp.add_argument("--json", metavar="PATH", help="also write results as JSON")
     sp.add_argument("--figure", metavar="PATH", help="gma: also draw time/memory vs N (PNG)")
+    sp.add_argument("--sizes", metavar="N,N,...",
+                    help="gma: sequence lengths instead of 2^9..2^16 (e.g. 8192,16384)")
     common(sp)
     sp.set_defaults(func=cmd_bench)
     return p

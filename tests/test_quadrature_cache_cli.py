@@ -88,6 +88,10 @@ def test_cli_errors_and_help(capsys):
     assert main(["figures", "nope"]) == 2
     assert "unknown name 'nope'" in capsys.readouterr().err
     assert main(["verify", "--only", "zzz-nothing"]) == 2
+    assert main(["bench", "lda", "--sizes", "512"]) == 2
+    assert "--sizes: only the gma benchmark" in capsys.readouterr().err
+    assert main(["bench", "gma", "--sizes", "512,big"]) == 2
+    assert "--sizes: expected comma-separated integers" in capsys.readouterr().err
 
 
 def test_cli_verify_json(tmp_path):
