@@ -198,6 +198,10 @@ def bench_gma(quick: bool = False, repeats: int = 10, dtype=jnp.float32,
     key = jax.random.key(0)
     base = {n: 0.125 * jax.random.normal(jax.random.fold_in(key, i), (d_model, d_model), dtype)
             for i, n in enumerate("qkv")}
+    known = list(_gma_methods(gma.init(key, d_model, heads=heads, K=Ks[0]), heads, dh))
+    unknown = sorted(set(methods or ()) - set(known))
+    if unknown:
+        raise ValueError(f"methods: unknown {unknown}; choose from {known}.")
     cases = []
     for K in Ks:
         params = gma.init(key, d_model, heads=heads, K=K, dtype=dtype)
@@ -208,7 +212,7 @@ def bench_gma(quick: bool = False, repeats: int = 10, dtype=jnp.float32,
                 continue
             for N in Ns:
                 if name.startswith("softmax") and N > 2**14:
-                    continue  # the N x N score tensor exceeds memory on this machine
+                    continue  # fwd+bwd estimate >= 64 GiB beyond 2^14: not even compiled
                 if name == "gma-causal-cumsum" and N * K * dh * heads > 2**27:
                     continue
                 cases.append((name, K, base if p is None else p, f, N))

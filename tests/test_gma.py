@@ -191,3 +191,5 @@ def test_bench_runs_and_skips_what_does_not_fit(monkeypatch):
                for r in res["skipped"])
     text = bench.format_gma(res)
     assert text.count("not run: needs about") == 2 and "none measured" in text
+    with pytest.raises(ValueError, match="methods: unknown"):
+        bench.bench_gma(quick=True, Ns=(512,), methods=("softmax",))
