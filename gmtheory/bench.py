@@ -5,15 +5,18 @@ Methodology: jit, one warm-up call, ``block_until_ready``, median of ``repeats``
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
+from .cache import atomic_write_bytes
 from .mixture import GaussianMixture
 from .operators import _softmax_limit, _softmax_scan
 
@@ -179,7 +182,7 @@ def _gma_methods(params, heads, dh):
 
 
 def bench_gma(quick: bool = False, repeats: int = 10, dtype=jnp.float32,
-              progress: bool = False, Ns=None, methods=None) -> dict:
+              progress: bool = False, Ns=None, methods=None, partial=None) -> dict:
     """GMA vs xla softmax, elu+1 linear attention and naive cumsum GMA (gma.md benchmarks).
 
     d_model = 64, 4 heads; forward and forward+backward; median of ``repeats`` after a
@@ -187,7 +190,10 @@ def bench_gma(quick: bool = False, repeats: int = 10, dtype=jnp.float32,
     estimate times ``MEMORY_SAFETY`` exceeds the memory available is not run and is
     listed under ``"skipped"`` (on a 24 GiB machine: xla softmax at N = 16384).
     ``Ns`` overrides the sequence lengths (default 2^9..2^16, ``quick``: 2^9..2^12) and
-    ``methods`` restricts the methods (default: all five).
+    ``methods`` restricts the methods (default: all five). With ``partial`` (a path),
+    each finished case is written there atomically and a rerun with the same repeats,
+    dtype and backend reuses those cases instead of measuring them again; the file is
+    removed when the run completes.
     """
     from . import gma
 
@@ -216,8 +222,19 @@ def bench_gma(quick: bool = False, repeats: int = 10, dtype=jnp.float32,
                 if name == "gma-causal-cumsum" and N * K * dh * heads > 2**27:
                     continue
                 cases.append((name, K, base if p is None else p, f, N))
+    header = {"backend": jax.default_backend(), "dtype": jnp.dtype(dtype).name,
+              "repeats": repeats}
+    done = _load_partial(partial, header)
     rows, skipped = [], []
     for name, K, p, f, N in _bar("gma", progress, iterable=cases):
+        ident = (name, K if name.startswith("gma") else None, N)
+        if ident in done:  # measured by an interrupted earlier run
+            kind, entry = done[ident]
+            (skipped if kind == "skipped" else rows).append(entry)
+            continue
+        if partial is not None and (rows or skipped):
+            atomic_write_bytes(Path(partial), json.dumps(
+                {**header, "rows": rows, "skipped": skipped}).encode())
         x = jax.random.normal(jax.random.fold_in(key, N), (1, N, d_model), dtype)
         # compiled once, ahead of time: the executable whose memory is reported is timed
         fwd = jax.jit(lambda p_, x_, f=f: f(p_, x_)).lower(p, x).compile()
@@ -232,10 +249,23 @@ def bench_gma(quick: bool = False, repeats: int = 10, dtype=jnp.float32,
         row["fwd_s"] = time_fn(fwd, p, x, repeats=repeats)
         row["fwdbwd_s"] = time_fn(fb, p, x, repeats=repeats)
         rows.append(row)
-    res = {"rows": rows, "skipped": skipped, "Ns": Ns, "Ks": list(Ks),
-           "backend": jax.default_backend(), "dtype": jnp.dtype(dtype).name,
-           "repeats": repeats}
-    return summarise_gma(res)
+    if partial is not None and Path(partial).exists():
+        Path(partial).unlink()
+    return summarise_gma({"rows": rows, "skipped": skipped, "Ns": Ns, "Ks": list(Ks), **header})
+
+
+def _load_partial(path, header: dict) -> dict:
+    """Cases of an interrupted ``bench_gma`` run, by (method, K, N), if its header matches."""
+    if path is None or not Path(path).exists():
+        return {}
+    try:
+        old = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}  # unreadable: measure everything again
+    if any(old.get(k) != v for k, v in header.items()):
+        return {}
+    return {(e["method"], e["K"], e["N"]): (kind, e)
+            for kind in ("rows", "skipped") for e in old.get(kind, ())}
 
 
 GOAL_N = 16384  # the N at which gma.md states the speed and memory goals

@@ -164,6 +164,8 @@ def cmd_bench(args) -> int:
                              f"got {args.sizes!r}.") from None
         if min(kw["Ns"]) < 1:
             raise ValueError(f"--sizes: sequence lengths must be positive, got {args.sizes!r}.")
+    if args.name == "gma" and args.json:
+        kw["partial"] = args.json + ".partial"  # an interrupted run resumes from here
     res = fn(quick=args.quick, progress=not args.no_progress, **kw)
     print(fmt(res))
     if args.json:
@@ -233,7 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--repeats", type=int, default=None,
                     help="timed repeats, median reported (default: 5 for operator, 10 for gma "
                          "and gma-profile, 3 for lda, 1 for icl)")
-    sp.add_argument("--json", metavar="PATH", help="also write results as JSON")
+    sp.add_argument("--json", metavar="PATH",
+                    help="also write results as JSON (gma: finished cases go to PATH.partial "
+                         "as they finish, and an interrupted run resumes from there)")
     sp.add_argument("--figure", metavar="PATH", help="gma: also draw time/memory vs N (PNG)")
     sp.add_argument("--sizes", metavar="N,N,...",
                     help="gma: sequence lengths instead of 2^9..2^16 (e.g. 8192,16384)")

@@ -193,3 +193,42 @@ def test_bench_runs_and_skips_what_does_not_fit(monkeypatch):
     assert text.count("not run: needs about") == 2 and "none measured" in text
     with pytest.raises(ValueError, match="methods: unknown"):
         bench.bench_gma(quick=True, Ns=(512,), methods=("softmax",))
+
+
+def test_bench_resumes_from_partial_file(tmp_path, monkeypatch):
+    """Cases already in the partial file are reused, not measured again; a file from a
+    run with other settings is ignored; the file is gone once the run completes."""
+    import json
+
+    import jax
+
+    from gmtheory import bench
+
+    part = tmp_path / "b.json.partial"
+    done = {"method": "gma-causal", "K": 16, "N": 512, "fwd_s": 123.0, "fwdbwd_s": 456.0,
+            "fwd_temp_bytes": 1.0, "fwdbwd_temp_bytes": 1.0}
+    header = {"backend": jax.default_backend(), "dtype": "float32", "repeats": 1}
+    methods = ("gma-causal", "linear-elu-causal")
+    part.write_text(json.dumps({**header, "rows": [done], "skipped": []}))
+    res = bench.bench_gma(quick=True, repeats=1, Ns=(512,), methods=methods, partial=part)
+    rows = {r["method"]: r for r in res["rows"]}
+    assert rows["gma-causal"] == done and rows["linear-elu-causal"]["fwd_s"] < 123.0
+    assert not part.exists()
+    part.write_text(json.dumps({**header, "repeats": 7, "rows": [done], "skipped": []}))
+    res = bench.bench_gma(quick=True, repeats=1, Ns=(512,), methods=methods, partial=part)
+    assert all(r["fwd_s"] < 123.0 for r in res["rows"]) and not part.exists()
+    # An interruption during the second case leaves the first one on disk.
+    calls = []
+    orig = bench.time_fn
+
+    def interrupted(*a, **k):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return orig(*a, **k)
+
+    monkeypatch.setattr(bench, "time_fn", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        bench.bench_gma(quick=True, repeats=1, Ns=(512,), methods=methods, partial=part)
+    saved = json.loads(part.read_text())
+    assert [r["method"] for r in saved["rows"]] == ["gma-causal"] and saved["repeats"] == 1
