@@ -18,12 +18,15 @@ import os
 import platform
 import subprocess
 import tempfile
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["provenance", "config_key", "save_result", "load_result", "atomic_write_bytes"]
+__all__ = ["provenance", "config_key", "save_result", "load_result", "atomic_write_bytes",
+           "source_fingerprint", "Fingerprint", "StaleResultWarning", "changed_files"]
+
+PACKAGE_ROOT = Path(__file__).resolve().parent
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -41,6 +44,122 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+class StaleResultWarning(UserWarning):
+    """A cached result computed by different source code was used anyway."""
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """Hash of the gmtheory source files a module depends on.
+
+    ``files`` maps each file (relative to the package, e.g. ``lda.py``) to the SHA-256 of
+    its bytes; ``digest`` hashes that map.  Stored in every result sidecar, so a result
+    computed by other code is recomputed, and a stale one can name the files that changed.
+    """
+
+    digest: str
+    files: dict
+
+    def as_dict(self) -> dict:
+        return {"digest": self.digest, "files": dict(self.files)}
+
+
+def _module_file(modname: str) -> Path | None:
+    parts = modname.split(".")
+    if parts[0] != "gmtheory":
+        return None
+    base = PACKAGE_ROOT.joinpath(*parts[1:])
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    return None
+
+
+def _resolve_from_package(pkg: str, init: Path, name: str) -> str:
+    """Where a package's ``__init__`` gets ``name`` from (its re-exports)."""
+    import ast
+
+    for node in ast.parse(init.read_bytes()).body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            if any((a.asname or a.name) == name for a in node.names):
+                return f"{pkg}.{node.module}"
+    return pkg
+
+
+def _imports(modname: str, path: Path) -> set[str]:
+    """gmtheory modules that ``path`` imports (every ``import`` statement, also those
+    inside functions).  A name imported from a package resolves to the submodule that
+    the package re-exports it from; a name defined in a package ``__init__`` resolves
+    to that ``__init__``, whose own imports are not followed."""
+    import ast
+
+    if path.name == "__init__.py":
+        return set()
+    package = modname.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "gmtheory")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            f = _module_file(mod)
+            if mod.split(".")[0] != "gmtheory" or f is None:
+                continue
+            for a in node.names:
+                if _module_file(f"{mod}.{a.name}") is not None:   # a submodule
+                    out.add(f"{mod}.{a.name}")
+                elif f.name == "__init__.py":                     # a package's name
+                    out.add(_resolve_from_package(mod, f, a.name))
+                else:
+                    out.add(mod)
+    return out
+
+
+_FP_CACHE: dict = {}
+
+
+def source_fingerprint(modules) -> Fingerprint:
+    """Fingerprint of ``modules`` (names such as ``gmtheory.simulations.lda_sims``) and of
+    every gmtheory module they import, transitively (see :func:`_imports`)."""
+    if isinstance(modules, str):
+        modules = [modules]
+    seen: dict[str, Path] = {}
+    todo = list(modules)
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        f = _module_file(m)
+        if f is None:
+            continue
+        seen[m] = f
+        todo.extend(_imports(m, f) - set(seen))
+    files = {}
+    for f in seen.values():
+        st = f.stat()
+        ck = (str(f), st.st_mtime_ns, st.st_size)
+        if ck not in _FP_CACHE:
+            _FP_CACHE[ck] = hashlib.sha256(f.read_bytes()).hexdigest()
+        files[f.relative_to(PACKAGE_ROOT).as_posix()] = _FP_CACHE[ck]
+    files = dict(sorted(files.items()))
+    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+    return Fingerprint(digest, files)
+
+
+def changed_files(old: dict | None, new: Fingerprint) -> list[str]:
+    """Files whose hash differs between a stored fingerprint dict and ``new`` (added and
+    removed files included)."""
+    old_files = (old or {}).get("files", {})
+    names = sorted(set(old_files) | set(new.files))
+    return [n for n in names if old_files.get(n) != new.files.get(n)]
 
 
 def _git_hash() -> str | None:
@@ -106,12 +225,18 @@ def save_result(stem: Path, arrays: dict, meta: dict) -> None:
     atomic_write_bytes(stem.with_suffix(".json"), json.dumps(sidecar, indent=2).encode())
 
 
-def load_result(stem: Path, key: str) -> tuple[dict, dict] | None:
-    """Load ``(arrays, meta)`` if present, readable and computed for ``key``; else ``None``.
+def load_result(stem: Path, key: str, fingerprint: Fingerprint | None = None, *,
+                reuse_stale: bool = False) -> tuple[dict, dict] | None:
+    """Load ``(arrays, meta)`` if present, readable and computed for ``key`` by the code
+    whose ``fingerprint`` is given; else ``None``.
 
-    A missing, corrupt or stale (different key) result returns ``None`` so the
-    caller recomputes it.
+    A missing, corrupt or foreign (different key) result returns ``None`` so the caller
+    recomputes it.  So does a *stale* one (same key, other source code), unless
+    ``reuse_stale``: then it is returned with a :class:`StaleResultWarning` that names
+    the result and the changed files.
     """
+    import warnings
+
     stem = Path(stem)
     npz, js = stem.with_suffix(".npz"), stem.with_suffix(".json")
     if not (npz.exists() and js.exists()):
@@ -120,6 +245,16 @@ def load_result(stem: Path, key: str) -> tuple[dict, dict] | None:
         meta = json.loads(js.read_text())
         if meta.get("key") != key:
             return None
+        if fingerprint is not None:
+            stored = meta.get("fingerprint") or {}
+            if stored.get("digest") != fingerprint.digest:
+                if not reuse_stale:
+                    return None
+                changed = changed_files(stored, fingerprint)
+                warnings.warn(
+                    f"{stem}: stale result reused (--reuse-stale): it was computed by other "
+                    f"source code; changed files: {', '.join(changed) or 'unknown'}.  Rerun "
+                    f"without --reuse-stale to recompute it.", StaleResultWarning, stacklevel=2)
         with np.load(npz) as data:
             arrays = {k: data[k] for k in data.files}
         if sorted(arrays) != meta.get("arrays"):

@@ -51,7 +51,8 @@ def cmd_figures(args) -> int:
     for n in names:
         t0 = time.perf_counter()
         path = make_figure(n, profile=args.profile, out_dir=args.out, results_dir=args.results,
-                           force=args.force, progress=not args.no_progress)
+                           force=args.force, progress=not args.no_progress,
+                           reuse_stale=args.reuse_stale)
         print(f"{n:<24} {path}  ({time.perf_counter() - t0:.1f} s)")
     return 0
 
@@ -78,7 +79,7 @@ def cmd_reproduce(args) -> int:
     from .cache import atomic_write_bytes, provenance
     from .figures import all_figures, get_figure, make_figure
     from .figures._base import figure_summary
-    from .verify import format_table, run_checks, select_checks, write_json
+    from .verify import format_table, run_checks, select_checks, summary_line, write_json
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -104,18 +105,32 @@ def cmd_reproduce(args) -> int:
     n_ok = sum(r.passed for r in results)
     lines = [
         "# gmtheory reproduce report", "",
-        f"{n_ok} of {len(results)} checks passed; {len(figs)} figures; {total:.0f} s in total.",
+        f"{summary_line(results)} ({len(results)} checks); {len(figs)} figures; "
+        f"{total:.0f} s in total.",
         "", "Symbolic derivations: [derivations.md](derivations.md).",
         "", "## Checks", "",
-        "| check | claim | reference | discrepancy | tolerance (why) | result | s |",
-        "|---|---|---|---|---|---|---|",
+        "Verdicts: PASS (every comparison holds), FINDING (the independent computations "
+        "agree but the reference's expectation is not what was measured; the reason is "
+        "given), FAIL.", "",
+        "| check | claim | reference | comparisons (kind: expectation, measured; why) | "
+        "verdict | s |",
+        "|---|---|---|---|---|---|",
     ]
     cell = lambda text: str(text).replace("|", "\\|")
     for r in results:
-        status = "PASS" if r.passed else "FAIL"
-        lines.append(f"| `{r.id}` | {cell(r.claim)} | {r.reference} | {r.discrepancy:.3g} | "
-                     f"{r.tolerance:.3g} ({cell(r.justification)}) | {status} | "
-                     f"{r.seconds:.1f} |")
+        comps = "<br>".join(
+            f"{c['kind']}: {cell(c['expectation'])}, measured {c['measured']:.3g}"
+            f"{'' if c['holds'] else ' (not met)'}; {cell(c['why'])}"
+            for c in r.comparisons) or cell(r.error or "")
+        lines.append(f"| `{r.id}` | {cell(r.claim)} | {r.reference} | {comps} | "
+                     f"{r.verdict} | {r.seconds:.1f} |")
+    finds = [r for r in results if r.verdict == "FINDING"]
+    if finds:
+        lines += ["", "### Findings", ""]
+        for r in finds:
+            for f in r.findings:
+                lines.append(f"* `{r.id}`: the reference expects {f['expectation']}; "
+                             f"measured {f['measured']:.3g}. {cell(f['reason'])}")
     lines += ["", "## Figures", ""]
     for n, path, secs in figs:
         lines += [f"### {n}", "", f"![{n}]({path.relative_to(out)})", "",
@@ -125,7 +140,7 @@ def cmd_reproduce(args) -> int:
             lines += ["```text", *summary, "```", ""]
     lines += ["## Provenance", "", "```", json.dumps(provenance(), indent=2), "```", ""]
     atomic_write_bytes(out / "report.md", "\n".join(lines).encode())
-    print(f"\n{n_ok} passed, {len(results) - n_ok} failed; figures: {len(figs)}; "
+    print(f"\n{summary_line(results)}; figures: {len(figs)}; "
           f"report: {out / 'report.md'}; {total:.0f} s")
     return 0 if n_ok == len(results) else 1
 
@@ -204,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", default="figures-out", help="output folder (default figures-out)")
     sp.add_argument("--results", default="results", help="simulation cache folder")
     sp.add_argument("--force", action="store_true", help="recompute cached simulations")
+    sp.add_argument("--reuse-stale", action="store_true",
+                    help="draw cached results even if the code that made them has changed "
+                         "(prints a warning naming the changed files)")
     common(sp)
     sp.set_defaults(func=cmd_figures)
 
@@ -249,6 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     _setup()
+    if getattr(args, "no_progress", False):
+        from .training import set_progress
+
+        set_progress(False)
     try:
         return args.func(args)
     except ValueError as exc:

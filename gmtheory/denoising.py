@@ -25,7 +25,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from ._validation import as_float_array, is_concrete
-from .mixture import GaussianMixture, _as_points
+from .mixture import GaussianMixture, as_points
 from .operators import softmax_attention_limit
 from .quadrature import gauss_hermite_rule
 
@@ -100,7 +100,7 @@ def posterior_weights(mixture: GaussianMixture, xi, z):
 
 def _points(z, d):
     squeeze = jnp.ndim(z) == 1
-    return _as_points(z, d, "z"), squeeze
+    return as_points(z, d, "z"), squeeze
 
 
 def bayes_denoiser(mixture: GaussianMixture, xi, z):
@@ -367,7 +367,7 @@ def u_lambda(lam: float) -> float:
 
 def iterate_denoiser(mixture: GaussianMixture, xi, z0, n_steps: int):
     """Iterates ``z_{n+1} = f*(z_n)``; returns ``(n_steps + 1, n, d)`` trajectories."""
-    z0 = _as_points(z0, mixture.dim, "z0")
+    z0 = as_points(z0, mixture.dim, "z0")
 
     def step(z, _):
         z1 = bayes_denoiser(mixture, xi, z)

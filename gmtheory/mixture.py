@@ -25,7 +25,7 @@ from ._validation import (
     is_concrete,
 )
 
-__all__ = ["GaussianMixture", "psd_factor"]
+__all__ = ["GaussianMixture", "psd_factor", "as_points"]
 
 WEIGHT_SUM_TOL = 1e-8
 
@@ -199,7 +199,7 @@ class GaussianMixture:
     def component_log_prob(self, x):
         """``log N(x; m_k, Gamma_k)`` for every component: ``(n, d) -> (n, K)``."""
         self._require_pd("component_log_prob")
-        x = _as_points(x, self.dim, "x")
+        x = as_points(x, self.dim, "x")
         chol = jnp.linalg.cholesky(self.covs)  # (K, d, d)
         diff = x[:, None, :] - self.means[None]  # (n, K, d)
         sol = jax.scipy.linalg.solve_triangular(
@@ -227,7 +227,7 @@ class GaussianMixture:
         return f"GaussianMixture(K={self.n_components}, d={self.dim})"
 
 
-def _as_points(x, d: int, name: str):
+def as_points(x, d: int, name: str):
     """Coerce queries to shape ``(n, d)``; accepts a single point ``(d,)``."""
     x = as_float_array(x, name)
     if x.ndim == 1:

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._validation import as_float_array, check_finite, check_shape
-from .mixture import GaussianMixture, _as_points
+from .mixture import GaussianMixture, as_points
 
 __all__ = [
     "attention_gates",
@@ -67,7 +67,7 @@ def _check_uv(U, V, d: int):
 
 def _queries(z, d):
     squeeze = jnp.ndim(z) == 1
-    return _as_points(z, d, "z"), squeeze
+    return as_points(z, d, "z"), squeeze
 
 
 # ------------------------------------------------------------- infinite-prompt limits

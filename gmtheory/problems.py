@@ -5,12 +5,21 @@ Every draw takes an explicit ``jax.random`` key (reference §6 check 1 protocol)
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 
 from .mixture import GaussianMixture
+from .operators import (
+    linear_attention,
+    linear_attention_limit,
+    softmax_attention,
+    softmax_attention_limit,
+)
 
-__all__ = ["random_mixture", "random_attention", "scale_to_quad", "stream_key"]
+__all__ = ["random_mixture", "random_attention", "scale_to_quad", "stream_key", "make_problem",
+           "sample_prompts", "prompt_sq_errors"]
 
 
 def random_mixture(key, n_components: int, dim: int, *, shared: bool = False, ridge=0.3):
@@ -54,3 +63,40 @@ def stream_key(seed: int, name: str):
     import zlib
 
     return jax.random.fold_in(jax.random.key(int(seed)), zlib.crc32(name.encode()) & 0x7FFFFFFF)
+
+
+def make_problem(seed: int, d: int, n_components: int, n_queries: int, max_quad: float):
+    """The seeded mixture and ``(U, V, z)`` of the prompt-convergence experiment and of
+    checks operator.05b/06: ``random_mixture`` and ``random_attention`` from named streams."""
+    mix = random_mixture(stream_key(seed, "mixture"), n_components, d)
+    U, V, z = random_attention(stream_key(seed, "attention"), mix, n_queries, max_quad=max_quad)
+    return mix, U, V, z
+
+
+@partial(jax.jit, static_argnames=("L",))
+def sample_prompts(mixture, keys, L):
+    """``len(keys)`` prompts of ``L`` tokens from ``mixture``, one per key: ``(R, L, d)``."""
+    return jax.vmap(lambda k: mixture.sample(k, L)[0])(keys)
+
+
+def prompt_sq_errors(key, mixture, U, V, z, L: int, reps: int, *, kind: str = "softmax",
+                     max_tokens: int = 1 << 22):
+    """Squared errors ``|T[mu_L](z) - T[mu](z)|^2`` over ``reps`` independent prompts.
+
+    Prompt ``r`` uses key ``fold_in(key, r)``.  Returns ``(reps, n)``.
+    """
+    if kind not in ("softmax", "linear"):
+        raise ValueError(f"kind: must be 'softmax' or 'linear', got {kind!r}.")
+    limit = (softmax_attention_limit if kind == "softmax" else linear_attention_limit)(
+        mixture, U, V, z
+    )
+    op = softmax_attention if kind == "softmax" else linear_attention
+    batch = max(1, min(reps, max_tokens // L))
+    out = []
+    for start in range(0, reps, batch):
+        r = jnp.arange(start, min(reps, start + batch))
+        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(r)
+        toks = sample_prompts(mixture, keys, L)
+        est = op(toks, U, V, z)
+        out.append(jnp.sum((est - limit[None]) ** 2, axis=-1))
+    return jnp.concatenate(out, axis=0)

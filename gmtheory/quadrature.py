@@ -6,13 +6,22 @@ normalised so the weights sum to one: ``E f(x) ~ sum_i w_i f(m + F t_i)`` with
 ``F F^T = Gamma``.  This is the reference's ``z = m + sqrt(2) L t`` rule with the
 physicists' nodes, written in the standard-normal variable.
 
-* :func:`gauss_hermite_rule` — tensor grid in ``p`` dimensions.
+* :func:`gauss_hermite_rule` — tensor grid in ``p`` dimensions (JAX arrays);
+  :func:`gauss_hermite_nodes` — the same rule as cached NumPy arrays, for code that
+  builds its own quadrature (a 1-D rule inside ``jit``, a product with another rule).
 * :func:`expect_gaussian` / :func:`expect_mixture` — tensor grid in the full space
   (low dimension only: ``order**d`` nodes).
 * :func:`expect_gaussian_projected` / :func:`expect_mixture_projected` — for high
   ``d``: the integrand depends on ``x`` only through ``P^T x`` for a few directions
   ``P`` (d, p), so integrate over the ``p``-dimensional projected Gaussian.
 * :func:`monte_carlo` — sample mean with its standard error.
+
+Mixture expectations take ``component=True`` when the integrand depends on the
+component: ``f(x, k)`` then receives the component index ``k`` as well (class-
+conditional risks, per-component labels).
+
+This is the one quadrature API of the package: ``denoising``, ``lda``, ``hermite`` and
+``bench`` build on it.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from .mixture import GaussianMixture, psd_factor
 
 __all__ = [
     "gauss_hermite_rule",
+    "gauss_hermite_nodes",
     "expect_gaussian",
     "expect_mixture",
     "expect_gaussian_projected",
@@ -51,13 +61,17 @@ def _rule_np(order: int, dim: int):
     return nodes, weights
 
 
-def gauss_hermite_rule(order: int, dim: int = 1):
-    """Tensor Gauss–Hermite rule for ``N(0, I_dim)``.
+def gauss_hermite_nodes(order: int, dim: int = 1):
+    """The rule of :func:`gauss_hermite_rule` as read-only, cached NumPy arrays
+    ``(nodes (order**dim, dim), weights (order**dim,))``."""
+    _check_rule(order, dim)
+    nodes, weights = _rule_np(int(order), int(dim))
+    nodes.flags.writeable = False
+    weights.flags.writeable = False
+    return nodes, weights
 
-    Returns ``(nodes, weights)`` of shapes ``(order**dim, dim)`` and ``(order**dim,)``;
-    the weights sum to one.  Exact for polynomials of degree ``<= 2 order - 1`` in
-    each coordinate.
-    """
+
+def _check_rule(order, dim):
     order, dim = int(order), int(dim)
     if order < 1:
         raise ValueError(f"order: must be a positive integer, got {order}.")
@@ -68,6 +82,17 @@ def gauss_hermite_rule(order: int, dim: int = 1):
             f"order: a tensor grid of order {order} in dim {dim} has {order**dim:,} nodes "
             f"(> {MAX_NODES:,}); lower the order or use expect_*_projected on a few directions."
         )
+    return order, dim
+
+
+def gauss_hermite_rule(order: int, dim: int = 1):
+    """Tensor Gauss–Hermite rule for ``N(0, I_dim)``.
+
+    Returns ``(nodes, weights)`` of shapes ``(order**dim, dim)`` and ``(order**dim,)``;
+    the weights sum to one.  Exact for polynomials of degree ``<= 2 order - 1`` in
+    each coordinate.
+    """
+    order, dim = _check_rule(order, dim)
     nodes, weights = _rule_np(order, dim)
     return jnp.asarray(nodes), jnp.asarray(weights)
 
@@ -95,10 +120,12 @@ def expect_gaussian(f: Callable, mean, cov, order: int = 40):
     return _weighted_sum(weights, f(x))
 
 
-def expect_mixture(f: Callable, mixture: GaussianMixture, order: int = 40):
+def expect_mixture(f: Callable, mixture: GaussianMixture, order: int = 40, *,
+                   component: bool = False):
     """``E f(x)`` for ``x`` from a Gaussian mixture: ``sum_k pi_k E_k f``.
 
-    Tensor grid in the full dimension ``d`` (``order**d`` nodes per component).
+    Tensor grid in the full dimension ``d`` (``order**d`` nodes per component).  With
+    ``component=True`` the integrand is called as ``f(x, k)`` with the component index.
     """
     if not isinstance(mixture, GaussianMixture):
         raise ValueError("mixture: expected a gmtheory.GaussianMixture.")
@@ -107,7 +134,8 @@ def expect_mixture(f: Callable, mixture: GaussianMixture, order: int = 40):
     total = 0.0
     for k in range(mixture.n_components):
         x = mixture.means[k][None] + nodes @ factors[k].T
-        total = total + mixture.weights[k] * _weighted_sum(weights, f(x))
+        fx = f(x, k) if component else f(x)
+        total = total + mixture.weights[k] * _weighted_sum(weights, fx)
     return total
 
 
@@ -127,11 +155,27 @@ def expect_gaussian_projected(f: Callable, mean, cov, directions, order: int = 4
     return expect_gaussian(f, P.T @ mean, P.T @ cov @ P, order)
 
 
-def expect_mixture_projected(f: Callable, mixture: GaussianMixture, directions, order=40):
-    """``E f(P^T x)`` for ``x`` from a mixture, projecting each component (see above)."""
+def expect_mixture_projected(f: Callable, mixture: GaussianMixture, directions, order=40, *,
+                             lift: bool = False, component: bool = False):
+    """``E f(P^T x)`` for ``x`` from a mixture, projecting each component (see above).
+
+    ``lift=True`` passes ``f`` the points ``P P^T x`` in the full space instead of the
+    projections (for an integrand written in ``x`` that depends on ``x`` only through
+    ``P^T x``; ``P`` must then have orthonormal columns).  ``component=True`` calls
+    ``f(y, k)`` with the component index.
+    """
+    if not isinstance(mixture, GaussianMixture):
+        raise ValueError("mixture: expected a gmtheory.GaussianMixture.")
+    P = as_float_array(directions, "directions")
+    if P.ndim != 2 or P.shape[0] != mixture.dim:
+        raise ValueError(
+            f"directions: expected shape (d, p) = ({mixture.dim}, p), got {tuple(P.shape)}.")
     total = 0.0
     for k in range(mixture.n_components):
-        e = expect_gaussian_projected(f, mixture.means[k], mixture.covs[k], directions, order)
+        def g(y, k=k):
+            y = y @ P.T if lift else y
+            return f(y, k) if component else f(y)
+        e = expect_gaussian(g, P.T @ mixture.means[k], P.T @ mixture.covs[k] @ P, order)
         total = total + mixture.weights[k] * e
     return total
 

@@ -1,4 +1,5 @@
-"""Every registered check of `gmtheory verify` must pass (they are the real assertions)."""
+"""Every registered check of `gmtheory verify` must pass or report a FINDING (they are the
+real assertions); a FAIL or an error fails the test."""
 
 import pytest
 
@@ -11,4 +12,4 @@ CHECK_IDS = [c.id for c in select_checks(None)]
 def test_check_passes(check_id):
     (res,) = run_checks([c for c in select_checks(None) if c.id == check_id], progress=False)
     assert res.error is None, res.error
-    assert res.passed, (res.discrepancy, res.tolerance, res.details)
+    assert res.verdict in ("PASS", "FINDING"), (res.verdict, res.comparisons, res.details)

@@ -4,9 +4,9 @@ from ._base import FIGURES, Figure, get_figure, make_figure, register_figure, st
 
 
 def all_figures() -> list[str]:
-    from ._base import _load_all
+    from ._base import load_all
 
-    _load_all()
+    load_all()
     return list(FIGURES)
 
 

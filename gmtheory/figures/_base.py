@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Figure", "register_figure", "FIGURES", "get_figure", "make_figure", "style_path",
+__all__ = ["Figure", "register_figure", "FIGURES", "get_figure", "load_all", "make_figure", "style_path",
            "figure_summary"]
 
 FIGURES: dict[str, Figure] = {}
@@ -25,25 +25,27 @@ def register_figure(fig: Figure) -> Figure:
     return fig
 
 
-def _load_all():
+def load_all():
+    """Import every figure module (each registers its figures)."""
     from . import approx, denoising, gated_experts, icl, lda, prompt_convergence  # noqa: F401
 
 
 def get_figure(name: str) -> Figure:
-    _load_all()
+    load_all()
     if name not in FIGURES:
         raise ValueError(f"figure: unknown name {name!r}; choose from {sorted(FIGURES)}.")
     return FIGURES[name]
 
 
-def figure_summary(name: str, *, profile="quick", results_dir="results") -> list[str]:
+def figure_summary(name: str, *, profile="quick", results_dir="results",
+                   reuse_stale=False) -> list[str]:
     """Summary lines of the (cached) simulation behind figure ``name``."""
     from ..simulations import get_simulation, make_config, run_simulation
 
     spec = get_figure(name)
     sim = get_simulation(spec.simulation)
     arrays, _, _ = run_simulation(spec.simulation, profile, results_dir=results_dir,
-                                  progress=False)
+                                  progress=False, reuse_stale=reuse_stale)
     return list(sim.summary(make_config(sim, profile), arrays)) if sim.summary else []
 
 
@@ -52,8 +54,11 @@ def style_path() -> Path:
 
 
 def make_figure(name: str, *, profile="quick", out_dir="figures-out", results_dir="results",
-                force=False, progress=True) -> Path:
-    """Run (or load) the figure's simulation, draw it and save ``<out_dir>/<name>.png``."""
+                force=False, progress=True, reuse_stale=False) -> Path:
+    """Run (or load) the figure's simulation, draw it and save ``<out_dir>/<name>.png``.
+
+    ``reuse_stale`` draws a cached result even if the code that produced it has changed
+    (with a :class:`gmtheory.cache.StaleResultWarning` naming the changed files)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -63,7 +68,7 @@ def make_figure(name: str, *, profile="quick", out_dir="figures-out", results_di
 
     fig_spec = get_figure(name)
     arrays, meta, _ = run_simulation(fig_spec.simulation, profile, results_dir=results_dir,
-                                     force=force, progress=progress)
+                                     force=force, progress=progress, reuse_stale=reuse_stale)
     with plt.style.context(str(style_path())):
         fig = fig_spec.draw(arrays, meta)
         fig.text(0.01, -0.02, fig_spec.caption, ha="left", va="top", fontsize=9, wrap=True,

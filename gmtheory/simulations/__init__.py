@@ -14,7 +14,8 @@ from ._base import (
 )
 
 
-def _load_all() -> None:
+def load_all() -> None:
+    """Import every simulation module (each registers its simulations)."""
     from . import (  # noqa: F401
         approx_rates,
         approx_trained,
@@ -28,5 +29,5 @@ def _load_all() -> None:
     )
 
 
-__all__ = ["SIMULATIONS", "Simulation", "get_simulation", "make_config", "parse_overrides",
+__all__ = ["SIMULATIONS", "Simulation", "get_simulation", "load_all", "make_config", "parse_overrides",
            "register", "run_simulation"]

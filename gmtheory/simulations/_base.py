@@ -3,8 +3,15 @@
 A simulation is a frozen config dataclass with ``quick`` and ``paper`` profiles, a
 list of sweep points, a function computing one point from its own ``jax.random``
 key (``fold_in(key(seed), index)``), and an ``assemble`` step.  Each finished point
-is cached atomically, so an interrupted sweep resumes where it stopped; the
-assembled result is cached as ``.npz`` + JSON sidecar.
+is cached atomically, so an interrupted sweep resumes where it stopped (and a training
+run inside a point resumes from its last checkpoint); the assembled result is cached as
+``.npz`` + JSON sidecar.
+
+Results know their code: the cache key holds the config, and the sidecar holds a
+fingerprint of the simulation's module and of every gmtheory module it imports
+(:func:`gmtheory.cache.source_fingerprint`).  When that source changes the result is
+recomputed; ``reuse_stale=True`` (``gmtheory figures --reuse-stale``) draws the old one
+with a warning that names the changed files.
 """
 
 from __future__ import annotations
@@ -19,7 +26,10 @@ from pathlib import Path
 import jax
 from tqdm.auto import tqdm
 
-from ..cache import config_key, load_result, save_result
+import shutil
+
+from ..cache import config_key, load_result, save_result, source_fingerprint
+from ..training import checkpoint_scope
 
 __all__ = ["Simulation", "register", "get_simulation", "SIMULATIONS", "run_simulation",
            "parse_overrides", "make_config"]
@@ -37,7 +47,10 @@ class Simulation:
     run_point: Callable  # (cfg, point, key) -> dict[str, array]
     assemble: Callable  # (cfg, points, results) -> dict[str, array]
     summary: Callable | None = None  # (cfg, arrays) -> list[str]
-    schema: int = 1
+
+    def fingerprint(self):
+        """Fingerprint of this simulation's source and the gmtheory code it imports."""
+        return source_fingerprint(self.run_point.__module__)
 
 
 def register(sim: Simulation) -> Simulation:
@@ -46,9 +59,9 @@ def register(sim: Simulation) -> Simulation:
 
 
 def get_simulation(name: str) -> Simulation:
-    from . import _load_all
+    from . import load_all
 
-    _load_all()
+    load_all()
     if name not in SIMULATIONS:
         raise ValueError(
             f"simulation: unknown name {name!r}; choose one of {sorted(SIMULATIONS)}."
@@ -122,14 +135,21 @@ def run_simulation(
     results_dir: str | Path = "results",
     force: bool = False,
     progress: bool = True,
+    reuse_stale: bool = False,
 ):
-    """Run (or load from cache) a simulation; returns ``(arrays, meta, stem)``."""
+    """Run (or load from cache) a simulation; returns ``(arrays, meta, stem)``.
+
+    A cached result is used only if its config and its source fingerprint match; with
+    ``reuse_stale`` a result of the same config but older code is used too, with a
+    :class:`gmtheory.cache.StaleResultWarning`.
+    """
     sim = get_simulation(name)
     cfg = make_config(sim, profile, overrides)
-    key = config_key(sim.name, sim.schema, cfg)
+    fp = sim.fingerprint()
+    key = config_key(sim.name, cfg)
     stem = Path(results_dir) / sim.name / f"{profile}-{key}"
     if not force:
-        hit = load_result(stem, key)
+        hit = load_result(stem, key, fp, reuse_stale=reuse_stale)
         if hit is not None:
             return hit[0], hit[1], stem
     points = sim.points(cfg)
@@ -139,13 +159,19 @@ def run_simulation(
     t0 = time.perf_counter()
     bar = tqdm(points, desc=f"{sim.name} [{profile}]", disable=not progress, leave=False)
     for i, point in enumerate(bar):
-        pkey = config_key(key, i, point)
+        pkey = config_key(key, fp.digest, i, point)
         pstem = point_dir / f"point-{i:04d}"
         hit = None if force else load_result(pstem, pkey)
         if hit is None:
-            arrays = sim.run_point(cfg, point, jax.random.fold_in(base_key, i))
+            ckpt = point_dir / f"point-{i:04d}.train"
+            if force and ckpt.exists():
+                shutil.rmtree(ckpt, ignore_errors=True)
+            with checkpoint_scope(ckpt):
+                arrays = sim.run_point(cfg, point, jax.random.fold_in(base_key, i))
             arrays = {k: jax.device_get(v) for k, v in arrays.items()}
-            save_result(pstem, arrays, {"key": pkey, "point": point, "index": i, "seed": cfg.seed})
+            save_result(pstem, arrays, {"key": pkey, "point": point, "index": i, "seed": cfg.seed,
+                                        "fingerprint": fp.as_dict()})
+            shutil.rmtree(ckpt, ignore_errors=True)
             results.append(arrays)
         else:
             results.append(hit[0])
@@ -158,7 +184,8 @@ def run_simulation(
         "seed": cfg.seed,
         "points": points,
         "seconds": time.perf_counter() - t0,
+        "fingerprint": fp.as_dict(),
     }
     save_result(stem, arrays, meta)
-    hit = load_result(stem, key)
+    hit = load_result(stem, key, fp)
     return hit[0], hit[1], stem

@@ -247,5 +247,4 @@ register(Simulation(
     run_point=_run_point,
     assemble=_assemble,
     summary=_summary,
-    schema=2,
 ))

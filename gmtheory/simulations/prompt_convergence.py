@@ -11,25 +11,17 @@ the delta-method variance (:func:`gmtheory.finite_prompt_variance`), i.e. by the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.stats import linregress
 
-from ..operators import (
-    effective_sample_size,
-    finite_prompt_variance,
-    linear_attention,
-    linear_attention_limit,
-    softmax_attention,
-    softmax_attention_limit,
-)
-from ..problems import random_attention, random_mixture, scale_to_quad, stream_key
+from ..operators import effective_sample_size, finite_prompt_variance
+from ..problems import make_problem, prompt_sq_errors, scale_to_quad
+from ..stats import fit_loglog
 from ._base import Simulation, register
 
-__all__ = ["PromptConvergenceConfig", "make_problem", "prompt_sq_errors", "fit_loglog"]
+__all__ = ["PromptConvergenceConfig"]
 
 
 @dataclass(frozen=True)
@@ -56,47 +48,6 @@ class PromptConvergenceConfig:
             reps=256,
             reps_ess=2048,
         )
-
-
-def make_problem(seed: int, d: int, n_components: int, n_queries: int, max_quad: float):
-    """The seeded mixture and ``(U, V, z)`` used by this experiment and by check 6."""
-    mix = random_mixture(stream_key(seed, "mixture"), n_components, d)
-    U, V, z = random_attention(stream_key(seed, "attention"), mix, n_queries, max_quad=max_quad)
-    return mix, U, V, z
-
-
-@partial(jax.jit, static_argnames=("L",))
-def _sample_prompts(mixture, keys, L):
-    return jax.vmap(lambda k: mixture.sample(k, L)[0])(keys)
-
-
-def prompt_sq_errors(key, mixture, U, V, z, L: int, reps: int, *, kind: str = "softmax",
-                     max_tokens: int = 1 << 22):
-    """Squared errors ``|T[mu_L](z) - T[mu](z)|^2`` over ``reps`` independent prompts.
-
-    Prompt ``r`` uses key ``fold_in(key, r)``.  Returns ``(reps, n)``.
-    """
-    if kind not in ("softmax", "linear"):
-        raise ValueError(f"kind: must be 'softmax' or 'linear', got {kind!r}.")
-    limit = (softmax_attention_limit if kind == "softmax" else linear_attention_limit)(
-        mixture, U, V, z
-    )
-    op = softmax_attention if kind == "softmax" else linear_attention
-    batch = max(1, min(reps, max_tokens // L))
-    out = []
-    for start in range(0, reps, batch):
-        r = jnp.arange(start, min(reps, start + batch))
-        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(r)
-        toks = _sample_prompts(mixture, keys, L)
-        est = op(toks, U, V, z)
-        out.append(jnp.sum((est - limit[None]) ** 2, axis=-1))
-    return jnp.concatenate(out, axis=0)
-
-
-def fit_loglog(x, y):
-    """Least-squares slope and intercept of ``log y`` against ``log x`` (scipy linregress)."""
-    res = linregress(np.log(np.asarray(x, float)), np.log(np.asarray(y, float)))
-    return float(res.slope), float(res.intercept), float(res.stderr)
 
 
 def _points(cfg):

@@ -1,16 +1,32 @@
 """Registry of named numerical checks behind ``gmtheory verify``.
 
-A check is a function returning a :class:`Outcome`: the measured discrepancy, the
-tolerance it must not exceed and why that tolerance is right (float64 round-off,
-quadrature order, Monte Carlo standard error, or a range stated by the theory).
-``run_checks`` times each check, turns exceptions into failures, and never lets a
-check compare a value with itself: every check states its two computations.
+A check is a function returning an :class:`Outcome`: one or more *comparisons*, each of
+a declared kind, with a threshold set before the result was seen and the reason why
+that threshold is right (float64 round-off, quadrature order, Monte Carlo standard
+error, or a bound proven by the theory):
+
+* ``agreement`` — two independent computations: ``discrepancy <= tolerance``;
+* ``upper_bound`` — a measured quantity under a proven bound: ``measured <= bound``;
+* ``lower_bound`` — a measured quantity above a bound: ``measured >= bound``;
+* ``count`` — an exact integer: ``got == expected``.
+
+The verdict follows from the comparisons and from nothing else (there is no override):
+
+* **PASS** — every comparison holds;
+* **FINDING** — every comparison holds except some that test the *reference's claim*
+  (declared with ``finding="why it may not reproduce"`` before running): the independent
+  computations agree, but the paper's expectation is not what was measured.  The report
+  prints the expectation, the measurement and the reason;
+* **FAIL** — a comparison without ``finding=`` does not hold (or the check raised).
+
+``gmtheory verify`` exits 0 on PASS and FINDING, 1 on FAIL.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import time
 import traceback
 from collections.abc import Callable
@@ -19,22 +35,102 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-__all__ = ["Check", "Outcome", "CheckResult", "register_check", "CHECKS", "run_checks",
-           "select_checks", "format_table"]
+__all__ = ["Check", "Outcome", "Comparison", "CheckResult", "register_check", "CHECKS",
+           "all_checks", "summary_line", "run_checks", "select_checks", "format_table",
+           "agreement", "upper_bound", "lower_bound", "count", "KINDS", "rel_error"]
+
+KINDS = ("agreement", "upper_bound", "lower_bound", "count")
+
+
+@dataclass
+class Comparison:
+    """One comparison of a check (build it with :func:`agreement`, :func:`upper_bound`,
+    :func:`lower_bound` or :func:`count`)."""
+
+    kind: str
+    measured: float
+    threshold: float
+    why: str
+    name: str = ""
+    finding: str | None = None  # reason; a failure is then a FINDING, not a FAIL
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"kind: must be one of {KINDS}, got {self.kind!r}.")
+        self.measured = float(self.measured)
+        self.threshold = float(self.threshold)
+
+    def holds(self) -> bool:
+        m, t = self.measured, self.threshold
+        if math.isnan(m) or math.isnan(t):
+            return False
+        if self.kind in ("agreement", "upper_bound"):
+            return m <= t
+        if self.kind == "lower_bound":
+            return m >= t
+        return m == t
+
+    def expectation(self) -> str:
+        """The comparison in words, e.g. ``discrepancy <= 1e-12``."""
+        what = self.name or {"agreement": "discrepancy", "count": "count"}.get(self.kind,
+                                                                              "measured")
+        op = {"agreement": "<=", "upper_bound": "<=", "lower_bound": ">=", "count": "=="}
+        t = f"{self.threshold:g}" if self.kind != "count" else f"{int(self.threshold)}"
+        return f"{what} {op[self.kind]} {t}"
+
+    def describe(self) -> str:
+        m = f"{self.measured:.3g}" if self.kind != "count" else f"{int(self.measured)}"
+        if self.kind == "count":
+            return f"{self.name or 'count'}: expected {int(self.threshold)}, got {m}"
+        return f"{self.expectation()}: measured {m}"
+
+
+def agreement(discrepancy, tolerance, why, *, name="", finding=None) -> Comparison:
+    """Two independent computations agree: ``discrepancy <= tolerance``."""
+    return Comparison("agreement", discrepancy, tolerance, why, name, finding)
+
+
+def upper_bound(measured, bound, why, *, name="", finding=None) -> Comparison:
+    """A measured quantity stays under a (proven or stated) bound: ``measured <= bound``."""
+    return Comparison("upper_bound", measured, bound, why, name, finding)
+
+
+def lower_bound(measured, bound, why, *, name="", finding=None) -> Comparison:
+    """A measured quantity stays above a bound: ``measured >= bound``."""
+    return Comparison("lower_bound", measured, bound, why, name, finding)
+
+
+def count(got, expected, why, *, name="", finding=None) -> Comparison:
+    """An exact integer equality: ``got == expected``."""
+    if float(got) != int(got) or float(expected) != int(expected):
+        raise ValueError(f"count: expected and got must be integers, got {expected}, {got}.")
+    return Comparison("count", int(got), int(expected), why, name, finding)
 
 
 @dataclass
 class Outcome:
-    discrepancy: float
-    tolerance: float
-    justification: str
-    details: dict = field(default_factory=dict)
-    passed: bool | None = None  # default: discrepancy <= tolerance
+    """What a check measured: its comparisons (the first is the headline) and details."""
 
-    def ok(self) -> bool:
-        if self.passed is not None:
-            return bool(self.passed)
-        return bool(self.discrepancy <= self.tolerance)
+    comparisons: list[Comparison]
+    details: dict = field(default_factory=dict)
+
+    def __init__(self, *comparisons: Comparison, details: dict | None = None):
+        if not comparisons:
+            raise ValueError("Outcome: a check must make at least one comparison.")
+        for c in comparisons:
+            if not isinstance(c, Comparison):
+                raise ValueError("Outcome: pass comparisons built with agreement(), "
+                                 "upper_bound(), lower_bound() or count().")
+        self.comparisons = list(comparisons)
+        self.details = dict(details or {})
+
+    def verdict(self) -> str:
+        failed = [c for c in self.comparisons if not c.holds()]
+        if not failed:
+            return "PASS"
+        if all(c.finding for c in failed):
+            return "FINDING"
+        return "FAIL"
 
 
 @dataclass(frozen=True)
@@ -50,13 +146,21 @@ class CheckResult:
     id: str
     claim: str
     reference: str
-    discrepancy: float
-    tolerance: float
+    verdict: str                 # PASS, FINDING, FAIL or ERROR
+    kind: str                    # kind of the headline comparison
+    measured: float              # headline comparison
+    threshold: float
     justification: str
-    passed: bool
+    comparisons: list            # every comparison, as dicts (kind, measured, threshold, ...)
+    findings: list               # for FINDING: expectation, measured and reason of each
     seconds: float
     details: dict
     error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        """True unless the check failed: a FINDING is not a failure."""
+        return self.verdict in ("PASS", "FINDING")
 
 
 CHECKS: dict[str, Check] = {}
@@ -85,11 +189,16 @@ def _load_all():
     )
 
 
+def all_checks() -> list[Check]:
+    """Every registered check, in registration order."""
+    _load_all()
+    return list(CHECKS.values())
+
+
 def select_checks(only: str | None = None) -> list[Check]:
     """Checks whose id matches ``only``: comma-separated globs, or a group name
     (``lda`` selects ``lda.*``), or else a substring."""
-    _load_all()
-    checks = list(CHECKS.values())
+    checks = all_checks()
     if only:
         pats = [p.strip() for p in only.split(",") if p.strip()]
         groups = {c.id.split(".", 1)[0] for c in checks}
@@ -109,6 +218,18 @@ def select_checks(only: str | None = None) -> list[Check]:
     return checks
 
 
+def _result(c: Check, o: Outcome, seconds: float) -> CheckResult:
+    head = o.comparisons[0]
+    findings = [{"comparison": x.name or x.kind, "expectation": x.expectation(),
+                 "measured": x.measured, "reason": x.finding}
+                for x in o.comparisons if not x.holds() and x.finding]
+    return CheckResult(
+        c.id, c.claim, c.reference, o.verdict(), head.kind, head.measured, head.threshold,
+        head.why, [{**asdict(x), "holds": x.holds(), "expectation": x.expectation()}
+                   for x in o.comparisons],
+        findings, seconds, _plain(o.details))
+
+
 def run_checks(checks: list[Check], *, progress: bool = True) -> list[CheckResult]:
     results = []
     bar = tqdm(checks, desc="verify", disable=not progress, leave=False)
@@ -117,12 +238,12 @@ def run_checks(checks: list[Check], *, progress: bool = True) -> list[CheckResul
         t0 = time.perf_counter()
         try:
             o = c.fn()
-            res = CheckResult(c.id, c.claim, c.reference, float(o.discrepancy),
-                              float(o.tolerance), o.justification, o.ok(),
-                              time.perf_counter() - t0, _plain(o.details))
+            if not isinstance(o, Outcome):
+                raise TypeError(f"check {c.id} returned {type(o).__name__}, not an Outcome")
+            res = _result(c, o, time.perf_counter() - t0)
         except Exception as exc:  # a crashing check is a failing check
-            res = CheckResult(c.id, c.claim, c.reference, float("nan"), float("nan"), "",
-                              False, time.perf_counter() - t0, {},
+            res = CheckResult(c.id, c.claim, c.reference, "ERROR", "", float("nan"),
+                              float("nan"), "", [], [], time.perf_counter() - t0, {},
                               error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
         results.append(res)
     return results
@@ -150,19 +271,48 @@ def _plain(obj):
     return obj
 
 
+_OPS = {"agreement": "<=", "upper_bound": "<=", "lower_bound": ">=", "count": "=="}
+
+
+def _fmt(v: float, kind: str) -> str:
+    if kind == "count" and not math.isnan(v):
+        return f"{int(v)}"
+    return f"{v:.3g}"
+
+
+def summary_line(results: list[CheckResult]) -> str:
+    n = {v: sum(r.verdict == v for r in results) for v in ("PASS", "FINDING", "FAIL", "ERROR")}
+    return (f"{n['PASS']} passed, {n['FINDING']} findings, "
+            f"{n['FAIL'] + n['ERROR']} failed")
+
+
 def format_table(results: list[CheckResult]) -> str:
-    lines = [f"{'check':<34} {'result':<6} {'discrepancy':>12} {'tolerance':>10} {'s':>6}"]
+    """The verify table: each check's verdict, kind and headline comparison, then the
+    findings with the reference's expectation, the measurement and the reason."""
+    w = max([34] + [len(r.id) for r in results])
+    lines = [f"{'check':<{w}} {'verdict':<8} {'kind':<12} {'measured':>10}    "
+             f"{'threshold':<10} {'s':>6}"]
     for r in results:
-        status = "PASS" if r.passed else ("ERROR" if r.error else "FAIL")
-        lines.append(f"{r.id:<34} {status:<6} {r.discrepancy:12.3g} {r.tolerance:10.3g} "
+        op = _OPS.get(r.kind, "  ")
+        lines.append(f"{r.id:<{w}} {r.verdict:<8} {r.kind or '-':<12} "
+                     f"{_fmt(r.measured, r.kind):>10} {op:>2} {_fmt(r.threshold, r.kind):<10} "
                      f"{r.seconds:6.1f}")
-    n_ok = sum(r.passed for r in results)
-    lines.append(f"{n_ok} passed, {len(results) - n_ok} failed")
+    finds = [r for r in results if r.verdict == "FINDING"]
+    if finds:
+        lines.append("")
+        lines.append("findings (the computations agree; the reference's expectation is not "
+                     "what was measured):")
+        for r in finds:
+            for f in r.findings:
+                lines.append(f"  {r.id}: expected {f['expectation']}, measured "
+                             f"{f['measured']:.3g}. {f['reason']}")
+    lines.append(summary_line(results))
     return "\n".join(lines)
 
 
 def write_json(results: list[CheckResult], path: str | Path) -> None:
     from ..cache import atomic_write_bytes, provenance
 
-    payload = {"provenance": provenance(), "checks": [asdict(r) for r in results]}
+    payload = {"provenance": provenance(),
+               "checks": [{**asdict(r), "passed": r.passed} for r in results]}
     atomic_write_bytes(Path(path), json.dumps(payload, indent=2, default=str).encode())

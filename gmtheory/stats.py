@@ -1,0 +1,115 @@
+"""Statistics shared by checks, simulations, figures and benchmarks.
+
+One place for the numbers that a reader compares with a tolerance:
+
+* :func:`mean_se` — mean and standard error over an axis (``ddof = 1``);
+* :func:`fit_loglog` / :func:`fit_semilog` — least-squares slopes with their standard
+  error and ``R^2`` (a rate is always reported as a fitted slope, never read off two
+  points);
+* :func:`z_score` — a difference in units of its (combined) standard error;
+* :func:`bonferroni_z` / :func:`bonferroni_t` — the two-sided threshold that ``m``
+  simultaneous comparisons at family-wise level ``alpha`` must stay under.
+
+Everything here works on NumPy arrays (JAX arrays are converted) and returns Python
+floats or NumPy arrays.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy import stats as _st
+
+__all__ = ["Fit", "mean_se", "fit_loglog", "fit_semilog", "fit_linear", "z_score",
+           "bonferroni_z", "bonferroni_t"]
+
+
+class Fit(NamedTuple):
+    """A least-squares line ``y = slope * x + intercept`` (in the fitted coordinates)."""
+
+    slope: float
+    intercept: float
+    stderr: float      #: standard error of the slope
+    r2: float          #: coefficient of determination
+    n: int             #: number of points fitted
+
+    def describe(self, unit: str = "") -> str:
+        return f"{self.slope:+.3g} ± {self.stderr:.2g}{unit} (R² = {self.r2:.4f}, {self.n} points)"
+
+
+def mean_se(x, axis=0):
+    """Mean and standard error ``std(ddof=1) / sqrt(n)`` along ``axis``.
+
+    Returns ``(mean, se)``; for a single sample the standard error is ``inf``
+    (nothing is known about the spread), never a silent NaN.
+    """
+    x = np.asarray(x, dtype=float)
+    if x.size == 0:
+        raise ValueError("x: mean_se needs at least one value, got an empty array.")
+    n = x.shape[axis] if x.ndim else 1
+    mean = np.mean(x, axis=axis)
+    if n < 2:
+        return mean, np.full_like(np.asarray(mean, float), np.inf)
+    se = np.std(x, axis=axis, ddof=1) / np.sqrt(n)
+    return mean, se
+
+
+def fit_linear(x, y) -> Fit:
+    """Least-squares line through ``(x, y)`` with the slope's standard error and ``R^2``."""
+    x = np.asarray(x, dtype=float).ravel()
+    y = np.asarray(y, dtype=float).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"x, y: need the same number of points, got {x.size} and {y.size}.")
+    if x.size < 2:
+        raise ValueError(f"x: a fit needs at least 2 points, got {x.size}.")
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        raise ValueError("x, y: a fit needs finite values (a log of a non-positive number?).")
+    if x.size == 2:
+        slope = (y[1] - y[0]) / (x[1] - x[0])
+        return Fit(float(slope), float(y[0] - slope * x[0]), float("inf"), 1.0, 2)
+    res = _st.linregress(x, y)
+    return Fit(float(res.slope), float(res.intercept), float(res.stderr),
+               float(res.rvalue**2), int(x.size))
+
+
+def fit_loglog(x, y) -> Fit:
+    """Slope of ``log y`` against ``log x``: the exponent ``a`` in ``y ~ C x^a``."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if np.any(x <= 0) or np.any(y <= 0):
+        raise ValueError("x, y: a log-log fit needs positive values; drop or floor the zeros "
+                         "(and say so) before fitting.")
+    return fit_linear(np.log(x), np.log(y))
+
+
+def fit_semilog(x, y) -> Fit:
+    """Slope of ``log y`` against ``x``: ``-rate`` in ``y ~ C exp(-rate x)``."""
+    y = np.asarray(y, float)
+    if np.any(y <= 0):
+        raise ValueError("y: a semi-log fit needs positive values.")
+    return fit_linear(x, np.log(y))
+
+
+def z_score(a, b, se_a, se_b=0.0):
+    """``|a - b| / sqrt(se_a^2 + se_b^2)`` (element-wise)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    se = np.sqrt(np.asarray(se_a, float) ** 2 + np.asarray(se_b, float) ** 2)
+    return np.abs(a - b) / se
+
+
+def bonferroni_z(m: int, alpha: float = 0.01) -> float:
+    """Two-sided normal threshold for ``m`` simultaneous comparisons at level ``alpha``."""
+    if m < 1:
+        raise ValueError(f"m: the number of comparisons must be >= 1, got {m}.")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha: must lie in (0, 1), got {alpha}.")
+    return float(_st.norm.isf(alpha / (2 * m)))
+
+
+def bonferroni_t(m: int, dof, alpha: float = 0.01) -> float:
+    """Two-sided Student-t threshold (``dof`` degrees of freedom) for ``m`` comparisons."""
+    if m < 1:
+        raise ValueError(f"m: the number of comparisons must be >= 1, got {m}.")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha: must lie in (0, 1), got {alpha}.")
+    return float(_st.t.isf(alpha / (2 * m), dof))

@@ -1,0 +1,398 @@
+"""The one training engine: optax inside ``lax.scan``, a NaN guard, checkpoints, L-BFGS.
+
+Every gradient-trained model in gmtheory — population gradient descent on a closed-form
+risk, SGD on sampled data, Adam on finite prompts — runs through :func:`train`; every
+quasi-Newton fit runs through :func:`minimize_lbfgs`.
+
+How :func:`train` runs
+----------------------
+``steps`` optimiser steps are grouped into *records* of ``record_every`` steps (one
+``lax.scan``) and records into *blocks* of ``block_records`` records (a second
+``lax.scan``, one compiled program).  After each block, in Python:
+
+* the NaN guard is read: the first step whose loss or new parameters are not finite is
+  not applied, the run stops, and :class:`NonFiniteError` names the step and keeps the
+  last finite parameters (``err.params``);
+* a checkpoint (parameters, optimiser state, step and history so far) is written
+  atomically, so a killed run resumes from its last block and reaches the same numbers
+  as an uninterrupted one: step ``t`` always draws its randomness from
+  ``fold_in(key, t)``, wherever the run was interrupted;
+* ``callback(info)`` is called and the progress bar advances.
+
+At the end of each record, ``metrics_fn(params, data)`` is evaluated inside the compiled
+program and stacked into ``TrainResult.history`` (one row per record), beside the mean
+training loss over the record.
+
+``batched=True`` trains several independent models at once (seeds in ``vmap``): every
+leaf of ``params`` has a leading axis, ``key`` is an array of keys of that length, and
+``data`` is shared (or batched too, with ``batched_data=True``).
+
+Population gradient descent (the paper's protocol for its figures) is
+``train(value_and_grad_fn=..., optimizer=optax.sgd(lr))`` with no key: the analytic
+gradient of a closed-form risk, no sampling.
+
+Why scipy for L-BFGS
+--------------------
+:func:`minimize_lbfgs` runs SciPy's L-BFGS-B on a jitted ``value_and_grad``: the
+objectives fitted here have at most a few hundred parameters, each evaluation is one
+compiled call, and SciPy's line search and stopping rules (``gtol`` on the projected
+gradient, ``ftol``) are the reference implementation in float64.  ``optax.lbfgs`` would
+keep the loop on the device, which only pays when many starts are ``vmap``-ed at scale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from tqdm.auto import tqdm
+
+from .cache import atomic_write_bytes
+
+__all__ = ["train", "TrainResult", "NonFiniteError", "checkpoint_scope", "minimize_lbfgs",
+           "LBFGSResult", "set_progress"]
+
+_PROGRESS = True
+
+
+def set_progress(enabled: bool) -> None:
+    """Show (default) or hide the progress bars of :func:`train`."""
+    global _PROGRESS
+    _PROGRESS = bool(enabled)
+
+
+class TrainResult(NamedTuple):
+    params: Any                     #: final parameters (leading seed axis if batched)
+    opt_state: Any                  #: final optimiser state
+    history: dict[str, np.ndarray]  #: metrics_fn at the end of every record, (records, ...)
+    loss: np.ndarray                #: mean training loss per record, (records,) or (records, S)
+    steps: np.ndarray               #: number of steps done at each record, (records,)
+    initial: dict[str, np.ndarray]  #: metrics_fn at the initial parameters
+    resumed_from: int               #: step the run resumed from (0 when it started afresh)
+
+
+class NonFiniteError(FloatingPointError):
+    """A loss or parameter became NaN or infinite.
+
+    ``step`` is the first offending step (0-based: the update that would have produced
+    it was not applied), ``seeds`` the indices of the affected models when batched, and
+    ``params`` the last finite parameters of every model.
+    """
+
+    def __init__(self, step: int, params, seeds=None, desc: str = "train"):
+        self.step, self.params, self.seeds = int(step), params, seeds
+        where = "" if seeds is None else f" (models {list(seeds)})"
+        super().__init__(
+            f"{desc}: the loss or the parameters became non-finite at step {step}{where}; "
+            f"the update was not applied and the last finite parameters are kept in "
+            f"err.params.  Lower the learning rate, clip the gradients, or check the data.")
+
+
+# ------------------------------------------------------------------ checkpoint scope ----
+
+_SCOPE: contextvars.ContextVar = contextvars.ContextVar("gmtheory_ckpt_scope", default=None)
+
+
+@contextlib.contextmanager
+def checkpoint_scope(folder):
+    """Inside this block, every :func:`train` call without an explicit ``checkpoint``
+    checkpoints to ``folder/train-NNN.npz`` (NNN counts the calls in the block, so a
+    rerun of the same code finds its own files).  ``gmtheory run`` opens one per sweep
+    point and deletes it once the point is saved."""
+    token = _SCOPE.set({"folder": Path(folder), "count": 0})
+    try:
+        yield Path(folder)
+    finally:
+        _SCOPE.reset(token)
+
+
+def _scoped_checkpoint():
+    scope = _SCOPE.get()
+    if scope is None:
+        return None
+    path = scope["folder"] / f"train-{scope['count']:03d}.npz"
+    scope["count"] += 1
+    return path
+
+
+# ------------------------------------------------------------------ helpers --------------
+
+def _tree_finite(tree):
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
+              if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
+
+
+def _choose_block(n_records: int, block_records: int | None) -> int:
+    if block_records is not None:
+        b = int(block_records)
+        if b < 1 or n_records % b:
+            raise ValueError(f"block_records: must divide the number of records "
+                             f"({n_records}), got {block_records}.")
+        return b
+    target = max(1, n_records // 20)      # about 20 blocks: progress and checkpoints
+    return max(d for d in range(1, target + 1) if n_records % d == 0)
+
+
+def _key_data(key):
+    if key is None:
+        return b""
+    try:
+        return np.asarray(jax.random.key_data(key)).tobytes()
+    except TypeError:                     # a raw uint32 key
+        return np.asarray(key).tobytes()
+
+
+def _signature(params, opt_state, key, data, steps, record_every, block, batched, tag):
+    h = hashlib.sha256()
+    h.update(str(jax.tree.structure((params, opt_state))).encode())
+    for leaf in jax.tree.leaves(params):
+        a = np.asarray(leaf)
+        h.update(f"{a.shape}{a.dtype}".encode())
+        h.update(a.tobytes())
+    for leaf in jax.tree.leaves(data):
+        a = np.asarray(leaf)
+        h.update(f"{a.shape}{a.dtype}".encode())
+        h.update(a.tobytes())
+    h.update(_key_data(key))
+    h.update(json.dumps([steps, record_every, block, batched, str(tag)]).encode())
+    return h.hexdigest()[:24]
+
+
+def _save_ckpt(path: Path, sig, step, params, opt_state, hist, losses):
+    arrays = {"signature": np.array(sig), "step": np.array(step)}
+    for i, leaf in enumerate(jax.tree.leaves(params)):
+        arrays[f"p{i}"] = np.asarray(leaf)
+    for i, leaf in enumerate(jax.tree.leaves(opt_state)):
+        arrays[f"s{i}"] = np.asarray(leaf)
+    for k, v in hist.items():
+        arrays[f"h/{k}"] = np.asarray(v)
+    arrays["losses"] = np.asarray(losses)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _load_ckpt(path: Path, sig, params, opt_state):
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if str(z["signature"]) != sig:
+                return None
+            pl, pdef = jax.tree.flatten(params)
+            sl, sdef = jax.tree.flatten(opt_state)
+            p = jax.tree.unflatten(pdef, [jnp.asarray(z[f"p{i}"], dtype=jnp.asarray(x).dtype)
+                                          for i, x in enumerate(pl)])
+            s = jax.tree.unflatten(sdef, [jnp.asarray(z[f"s{i}"], dtype=jnp.asarray(x).dtype)
+                                          for i, x in enumerate(sl)])
+            hist = {k[2:]: z[k] for k in z.files if k.startswith("h/")}
+            return int(z["step"]), p, s, hist, z["losses"]
+    except Exception:  # missing, truncated or foreign: start afresh
+        return None
+
+
+# ------------------------------------------------------------------ the engine -----------
+
+def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, data=None,
+          value_and_grad_fn: Callable | None = None, record_every: int | None = None,
+          metrics_fn: Callable | None = None, block_records: int | None = None,
+          batched: bool = False, batched_data: bool = False, checkpoint=None,
+          callback: Callable | None = None, progress: bool | None = None,
+          desc: str = "train", tag=None) -> TrainResult:
+    """Train ``params`` with an optax ``optimizer`` for ``steps`` steps.
+
+    Parameters
+    ----------
+    loss_fn:
+        ``loss_fn(params, data, key) -> scalar``; ``key`` is ``fold_in(key, step)``
+        (``None`` when no ``key`` is given).  Differentiated with ``jax.value_and_grad``.
+    value_and_grad_fn:
+        Instead of ``loss_fn``: ``(params, data, key) -> (loss, grads)`` (for analytic
+        gradients, as in population gradient descent).
+    optimizer:
+        An ``optax.GradientTransformation``.
+    steps, record_every, block_records:
+        ``steps`` must be a multiple of ``record_every`` (default: ``steps``, one record);
+        ``block_records`` records are compiled as one program (default: about 20 blocks).
+    metrics_fn:
+        ``metrics_fn(params, data) -> dict`` of arrays, recorded after every record.
+    batched, batched_data:
+        Train a leading axis of independent models (``key`` then holds one key per
+        model); ``batched_data`` says that ``data`` has that axis too.
+    checkpoint:
+        Path of the checkpoint file; default: a file inside the active
+        :func:`checkpoint_scope`, else no checkpoint.  ``False`` disables it.
+    callback:
+        ``callback(info)`` after every block, with ``info`` a dict holding ``step``,
+        ``block``, ``params`` and ``loss``.  An exception raised there stops the run
+        (the checkpoint of that block is already written).
+    tag:
+        Any JSON-able value that distinguishes runs sharing a checkpoint file.
+
+    Returns
+    -------
+    TrainResult
+    """
+    if (loss_fn is None) == (value_and_grad_fn is None):
+        raise ValueError("loss_fn, value_and_grad_fn: give exactly one of them.")
+    steps = int(steps)
+    if steps < 1:
+        raise ValueError(f"steps: must be a positive integer, got {steps}.")
+    record_every = steps if record_every is None else int(record_every)
+    if record_every < 1 or steps % record_every:
+        raise ValueError(f"record_every: must divide steps={steps}, got {record_every}.")
+    n_records = steps // record_every
+    block = _choose_block(n_records, block_records)
+    n_blocks = n_records // block
+    if batched and key is not None and jnp.ndim(key) != 1:
+        raise ValueError("key: with batched=True, pass one key per model (an array of keys).")
+
+    vg = value_and_grad_fn if value_and_grad_fn is not None else jax.value_and_grad(loss_fn)
+    metrics = metrics_fn if metrics_fn is not None else (lambda p, d: {})
+    has_key = key is not None
+
+    def one_record(carry, data, k, rec):
+        def step(c, t):
+            p, s, alive, bad = c
+            kk = jax.random.fold_in(k, t) if has_key else None
+            val, g = vg(p, data, kk)
+            upd, s_new = optimizer.update(g, s, p)
+            p_new = optax.apply_updates(p, upd)
+            ok = alive & jnp.isfinite(val) & _tree_finite(p_new)
+            p = jax.tree.map(lambda a, b: jnp.where(ok, a, b), p_new, p)
+            s = jax.tree.map(lambda a, b: jnp.where(ok, a, b), s_new, s)
+            bad = jnp.where(alive & ~ok, t, bad).astype(bad.dtype)
+            return (p, s, ok, bad), jnp.where(ok, val, jnp.nan)
+
+        ts = (rec * record_every + jnp.arange(record_every)).astype(jnp.int32)
+        carry, vals = jax.lax.scan(step, carry, ts)
+        return carry, (jnp.nanmean(vals), metrics(carry[0], data))
+
+    def one_block(p, s, alive, bad, data, k, first_record):
+        def body(c, r):
+            return one_record(c, data, k, r)
+        recs = first_record + jnp.arange(block)
+        (p, s, alive, bad), (losses, hist) = jax.lax.scan(body, (p, s, alive, bad), recs)
+        return p, s, alive, bad, losses, hist
+
+    if batched:
+        axes = (0, 0, 0, 0, 0 if batched_data else None, 0 if has_key else None, None)
+        run_block = jax.jit(jax.vmap(one_block, in_axes=axes,
+                                     out_axes=(0, 0, 0, 0, 1, 1)))
+        init = jax.vmap(optimizer.init)
+        init_metrics = jax.jit(jax.vmap(metrics, in_axes=(0, 0 if batched_data else None)))
+        n_models = jax.tree.leaves(params)[0].shape[0]
+    else:
+        run_block = jax.jit(one_block)
+        init = optimizer.init
+        init_metrics = jax.jit(metrics)
+        n_models = None
+
+    opt_state = init(params)
+    initial = {k: np.asarray(v) for k, v in init_metrics(params, data).items()}
+
+    path = _scoped_checkpoint() if checkpoint is None else (checkpoint or None)
+    sig = None
+    done, hist_rows, loss_rows = 0, {}, []
+    if path is not None:
+        path = Path(path)
+        sig = _signature(params, opt_state, key, data, steps, record_every, block, batched, tag)
+        hit = _load_ckpt(path, sig, params, opt_state) if path.exists() else None
+        if hit is not None:
+            done, params, opt_state, hist0, losses0 = hit
+            hist_rows = {k: [v] for k, v in hist0.items()}
+            loss_rows = [losses0] if losses0.size else []
+    resumed_from = done
+
+    shape = () if n_models is None else (n_models,)
+    alive = jnp.ones(shape, bool)
+    bad = jnp.full(shape, -1, jnp.int32)
+    show = _PROGRESS if progress is None else progress
+    bar = tqdm(total=steps, initial=done, desc=desc, disable=not show, leave=False,
+               unit="step", unit_scale=True)
+    try:
+        for b in range(done // (block * record_every), n_blocks):
+            first = jnp.asarray(b * block, jnp.int32)
+            new_p, new_s, alive, bad, losses, hist = run_block(params, opt_state, alive, bad,
+                                                               data, key, first)
+            alive_np = np.asarray(alive)
+            if not np.all(alive_np):
+                bad_np = np.atleast_1d(np.asarray(bad))
+                seeds = None if n_models is None else np.flatnonzero(~alive_np).tolist()
+                raise NonFiniteError(int(bad_np[~np.atleast_1d(alive_np)].min()), new_p,
+                                     seeds, desc)
+            params, opt_state = new_p, new_s
+            done = (b + 1) * block * record_every
+            loss_rows.append(np.asarray(losses))
+            for k, v in hist.items():
+                hist_rows.setdefault(k, []).append(np.asarray(v))
+            if path is not None:
+                _save_ckpt(path, sig, done, params, opt_state,
+                           {k: np.concatenate(v) for k, v in hist_rows.items()},
+                           np.concatenate(loss_rows))
+            bar.update(block * record_every)
+            last = np.asarray(losses)[-1]
+            bar.set_postfix_str(f"loss {np.mean(last):.4g}")
+            if callback is not None:
+                callback({"step": done, "block": b, "params": params, "loss": last})
+    finally:
+        bar.close()
+
+    history = {k: np.concatenate(v) for k, v in hist_rows.items()}
+    losses = np.concatenate(loss_rows) if loss_rows else np.zeros((0,) + shape)
+    rec_steps = record_every * np.arange(1, n_records + 1)
+    return TrainResult(params, opt_state, history, losses, rec_steps, initial, resumed_from)
+
+
+# ------------------------------------------------------------------ L-BFGS ---------------
+
+class LBFGSResult(NamedTuple):
+    x: Any             #: best parameters (same pytree structure as ``x0``)
+    fun: float         #: objective at ``x``
+    nit: int           #: iterations of the best start
+    success: bool      #: SciPy's convergence flag for the best start
+    funs: np.ndarray   #: final objective of every start
+
+
+def minimize_lbfgs(fun: Callable, x0, data=None, *, starts=None, maxiter: int = 500,
+                   gtol: float = 1e-10, ftol: float = 2.2e-9, bounds=None) -> LBFGSResult:
+    """Minimise ``fun(x, data)`` by SciPy's L-BFGS-B on a jitted ``value_and_grad``.
+
+    ``x0`` is a pytree of arrays (the first start); ``starts`` optionally lists further
+    starts of the same structure.  The best start is returned.  The objective is
+    compiled once for all starts (``data`` is passed as an argument, not baked in).
+    """
+    import scipy.optimize
+    from jax.flatten_util import ravel_pytree
+
+    flat0, unravel = ravel_pytree(x0)
+    vg = jax.jit(jax.value_and_grad(lambda v, d: fun(unravel(v), d)))
+    dtype = flat0.dtype
+
+    def f(v):
+        val, g = vg(jnp.asarray(v, dtype), data)
+        val = float(val)
+        if not np.isfinite(val):
+            return np.inf, np.zeros_like(v)
+        return val, np.asarray(g, dtype=float)
+
+    all_starts = [flat0] + [ravel_pytree(s)[0] for s in (starts or [])]
+    best, funs = None, []
+    for s in all_starts:
+        res = scipy.optimize.minimize(f, np.asarray(s, float), jac=True, method="L-BFGS-B",
+                                      bounds=bounds,
+                                      options={"maxiter": maxiter, "gtol": gtol, "ftol": ftol})
+        funs.append(float(res.fun))
+        if best is None or res.fun < best.fun:
+            best = res
+    return LBFGSResult(unravel(jnp.asarray(best.x, dtype)), float(best.fun), int(best.nit),
+                       bool(best.success), np.asarray(funs))
