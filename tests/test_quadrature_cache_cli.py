@@ -99,7 +99,10 @@ def test_cli_verify_json(tmp_path):
     assert main(["verify", "--only", "operator.03", "--json", str(path), "--no-progress"]) == 0
     data = json.loads(path.read_text())
     (c,) = data["checks"]
-    assert c["passed"] and c["discrepancy"] < c["tolerance"]
+    assert c["passed"] and c["verdict"] == "PASS" and c["kind"] == "agreement"
+    assert c["measured"] <= c["threshold"]
+    assert all({"kind", "measured", "threshold", "why", "holds"} <= set(x)
+               for x in c["comparisons"])
 
 
 def test_figures_written(tmp_path):
@@ -111,7 +114,7 @@ def test_figures_written(tmp_path):
 
 def test_prng_is_explicit():
     """Same seed, same numbers: the simulation problem is a function of the seed."""
-    from gmtheory.simulations.prompt_convergence import make_problem
+    from gmtheory.problems import make_problem
 
     a = make_problem(3, 3, 3, 4, 1.0)
     b = make_problem(3, 3, 3, 4, 1.0)

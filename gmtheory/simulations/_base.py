@@ -50,7 +50,7 @@ class Simulation:
 
     def fingerprint(self):
         """Fingerprint of this simulation's source and the gmtheory code it imports."""
-        return source_fingerprint(self.run_point.__module__)
+        return source_fingerprint(self.config_cls.__module__)
 
 
 def register(sim: Simulation) -> Simulation:

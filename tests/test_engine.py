@@ -1,0 +1,249 @@
+"""The shared engines: training loop, statistics, verdicts, and results tied to their code."""
+
+import dataclasses
+import functools
+import shutil
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import gmtheory
+from gmtheory import cache, stats, training
+from gmtheory.verify import Outcome, agreement, count, lower_bound, upper_bound
+
+# ----------------------------------------------------------------- training engine ----
+
+TARGET = jnp.array([1.0, -2.0, 0.5])
+
+
+def _loss(p, data, k):
+    x = jax.random.normal(k, (16, 3))
+    return jnp.mean((x @ p["w"] - x @ data) ** 2)
+
+
+def _run(**kw):
+    return training.train(_loss, {"w": jnp.zeros(3)}, optax.adam(5e-2), steps=120,
+                          key=jax.random.key(7), data=TARGET, record_every=10,
+                          block_records=2, progress=False,
+                          metrics_fn=lambda p, d: {"err": jnp.linalg.norm(p["w"] - d)}, **kw)
+
+
+def test_train_records_and_learns():
+    r = _run()
+    assert r.loss.shape == (12,) and r.history["err"].shape == (12,)
+    np.testing.assert_array_equal(r.steps, 10 * np.arange(1, 13))
+    assert r.history["err"][-1] < 0.5 * float(r.initial["err"])
+    # same seed, same numbers
+    np.testing.assert_array_equal(_run().params["w"], r.params["w"])
+
+
+def test_killed_run_resumes_to_the_same_parameters(tmp_path):
+    class Killed(Exception):
+        pass
+
+    def kill_after_block_2(info):
+        if info["block"] == 2:
+            raise Killed
+
+    ckpt = tmp_path / "run.npz"
+    with pytest.raises(Killed):
+        _run(checkpoint=ckpt, callback=kill_after_block_2)
+    assert ckpt.exists()
+    resumed = _run(checkpoint=ckpt)
+    assert resumed.resumed_from == 60  # 3 blocks of 2 records of 10 steps
+    whole = _run()
+    np.testing.assert_array_equal(resumed.params["w"], whole.params["w"])
+    np.testing.assert_array_equal(resumed.loss, whole.loss)
+    np.testing.assert_array_equal(resumed.history["err"], whole.history["err"])
+    # a checkpoint of another run (other data) is not picked up
+    other = training.train(_loss, {"w": jnp.zeros(3)}, optax.adam(5e-2), steps=120,
+                           key=jax.random.key(7), data=2 * TARGET, record_every=10,
+                           block_records=2, progress=False, checkpoint=ckpt)
+    assert other.resumed_from == 0
+
+
+def test_checkpoint_scope_names_each_call(tmp_path):
+    with training.checkpoint_scope(tmp_path / "pt"):
+        _run()
+        _run()
+    assert sorted(p.name for p in (tmp_path / "pt").iterdir()) == ["train-000.npz",
+                                                                   "train-001.npz"]
+
+
+def test_nan_guard_names_the_step_and_keeps_finite_parameters():
+    # log of a coordinate that gradient descent drives negative: step 0 -> 0.3, step 1 ->
+    # -2.03 (finite parameters, but the loss there is NaN), so step 2 is the first bad one
+    with pytest.raises(training.NonFiniteError, match="non-finite at step 2") as err:
+        training.train(lambda p, d, k: jnp.log(p["w"][0]), {"w": jnp.array([1.0, 0.0])},
+                       optax.sgd(0.7), steps=20, record_every=5, progress=False)
+    assert np.all(np.isfinite(err.value.params["w"]))
+    np.testing.assert_allclose(err.value.params["w"][0], 0.3 - 0.7 / 0.3)
+
+
+def test_nan_guard_batched_names_the_model():
+    w0 = jnp.array([[1.0, 0.0], [5.0, 0.0]])   # model 1 never goes negative
+    with pytest.raises(training.NonFiniteError, match=r"models \[0\]") as err:
+        training.train(lambda p, d, k: jnp.log(p["w"][0]), {"w": w0}, optax.sgd(0.7),
+                       steps=20, record_every=5, batched=True, progress=False)
+    assert err.value.seeds == [0]
+
+
+def test_batched_equals_separate_runs():
+    keys = jax.random.split(jax.random.key(3), 3)
+    p0 = {"w": jnp.zeros((3, 3))}
+    rb = training.train(_loss, p0, optax.adam(5e-2), steps=40, key=keys, data=TARGET,
+                        record_every=10, batched=True, progress=False)
+    for i in range(3):
+        ri = training.train(_loss, {"w": jnp.zeros(3)}, optax.adam(5e-2), steps=40,
+                            key=keys[i], data=TARGET, record_every=10, progress=False)
+        np.testing.assert_allclose(rb.params["w"][i], ri.params["w"], rtol=1e-12)
+
+
+def test_population_gd_is_plain_gradient_descent():
+    """The paper's protocol: analytic gradient, optax.sgd, no sampling."""
+    A = jnp.array([[2.0, 0.3], [0.3, 1.0]])
+
+    def vg(p, data, k):
+        return 0.5 * p @ A @ p, A @ p
+
+    r = training.train(None, jnp.array([1.0, -1.0]), optax.sgd(0.1), value_and_grad_fn=vg,
+                       steps=50, progress=False)
+    p = jnp.array([1.0, -1.0])
+    for _ in range(50):
+        p = p - 0.1 * (A @ p)
+    # eager Python steps against XLA's fused scan: equal to float64 round-off
+    np.testing.assert_allclose(r.params, p, rtol=1e-13, atol=1e-16)
+
+
+def test_train_bad_input():
+    with pytest.raises(ValueError, match="record_every"):
+        training.train(_loss, {"w": jnp.zeros(3)}, optax.sgd(1e-2), steps=10, record_every=3)
+    with pytest.raises(ValueError, match="exactly one"):
+        training.train(None, {"w": jnp.zeros(3)}, optax.sgd(1e-2), steps=10)
+
+
+def test_minimize_lbfgs_multistart():
+    def f(x, d):  # two minima: x = +-1, the one at -1 lower by d
+        return (x["a"] ** 2 - 1) ** 2 + d * x["a"]
+
+    res = training.minimize_lbfgs(f, {"a": jnp.array(0.9)}, 0.1,
+                                  starts=[{"a": jnp.array(-0.9)}])
+    assert float(res.x["a"]) < 0 and res.fun == min(res.funs) and len(res.funs) == 2
+
+
+# ----------------------------------------------------------------- statistics -----------
+
+def test_stats_fits_and_thresholds():
+    x = np.array([1.0, 10.0, 100.0, 1000.0])
+    fit = stats.fit_loglog(x, 3 * x**-0.5)
+    assert abs(fit.slope + 0.5) < 1e-12 and fit.r2 > 1 - 1e-12 and fit.n == 4
+    fit = stats.fit_semilog(np.arange(5.0), np.exp(-0.3 * np.arange(5.0)))
+    assert abs(fit.slope + 0.3) < 1e-12
+    m, se = stats.mean_se(np.array([[1.0, 2.0], [3.0, 6.0]]), axis=0)
+    np.testing.assert_allclose(m, [2.0, 4.0])
+    np.testing.assert_allclose(se, [1.0, 2.0])  # std ddof=1 / sqrt(2)
+    assert stats.bonferroni_z(1, 0.05) == pytest.approx(1.959964, abs=1e-6)
+    assert stats.bonferroni_z(12, 0.01) > stats.bonferroni_z(1, 0.01)
+    with pytest.raises(ValueError, match="positive"):
+        stats.fit_loglog([1, 2], [0, 1])
+
+
+# ----------------------------------------------------------------- verdicts -------------
+
+def test_verdicts_follow_the_comparisons():
+    assert Outcome(agreement(1e-13, 1e-12, "round-off")).verdict() == "PASS"
+    assert Outcome(agreement(1e-11, 1e-12, "round-off")).verdict() == "FAIL"
+    assert Outcome(lower_bound(0.03, 1e-3, "bounded away")).verdict() == "PASS"
+    assert Outcome(upper_bound(0.03, 1e-3, "bound")).verdict() == "FAIL"
+    assert Outcome(count(3, 3, "rank")).verdict() == "PASS"
+    assert Outcome(count(2, 3, "rank")).verdict() == "FAIL"
+    paper = agreement(0.4, 0.1, "slope", finding="the rate is only asymptotic")
+    assert Outcome(agreement(0, 1e-12, "exact"), paper).verdict() == "FINDING"
+    # a finding never hides a failure of the independent computations
+    assert Outcome(agreement(1, 1e-12, "exact"), paper).verdict() == "FAIL"
+    assert Outcome(agreement(float("nan"), 1.0, "nan")).verdict() == "FAIL"
+    with pytest.raises(ValueError, match="at least one"):
+        Outcome()
+    assert not hasattr(Outcome(agreement(0, 1, "x")), "passed")
+
+
+def test_every_check_declares_kinds():
+    from gmtheory.verify import KINDS, all_checks
+
+    assert len(all_checks()) >= 54
+    ids = {c.id for c in all_checks()}
+    for num in ("19", "23", "33"):  # the paper-figure checks of the reference
+        assert any(i.split(".")[1].startswith(num) for i in ids), num
+    assert set(KINDS) == {"agreement", "upper_bound", "lower_bound", "count"}
+
+
+# ----------------------------------------------------------------- results know code ----
+
+def _copy_package(tmp_path, monkeypatch):
+    pkg = tmp_path / "pkg"
+    shutil.copytree(Path(gmtheory.__file__).parent, pkg,
+                    ignore=shutil.ignore_patterns("__pycache__", "data", "*.png"))
+    monkeypatch.setattr(cache, "PACKAGE_ROOT", pkg)
+    cache._FP_CACHE.clear()
+    return pkg
+
+
+def test_fingerprint_follows_imports(tmp_path, monkeypatch):
+    fp = cache.source_fingerprint("gmtheory.simulations.gated_experts")
+    assert "simulations/gated_experts.py" in fp.files and "operators.py" in fp.files
+    assert not any(f.startswith(("verify/", "figures/")) or f == "cli.py" for f in fp.files)
+    pkg = _copy_package(tmp_path, monkeypatch)
+    assert cache.source_fingerprint("gmtheory.simulations.gated_experts") == fp
+    with open(pkg / "operators.py", "a") as fh:
+        fh.write("\n# edited\n")
+    new = cache.source_fingerprint("gmtheory.simulations.gated_experts")
+    assert new.digest != fp.digest
+    assert cache.changed_files(fp.as_dict(), new) == ["operators.py"]
+
+
+def test_changed_code_recomputes_and_reuse_stale_warns(tmp_path, monkeypatch):
+    from gmtheory.simulations import _base, get_simulation, run_simulation
+
+    pkg = _copy_package(tmp_path, monkeypatch)
+    sim = get_simulation("gated-experts")
+    calls = []
+
+    @functools.wraps(sim.run_point)
+    def counted(*a):
+        calls.append(1)
+        return sim.run_point(*a)
+
+    monkeypatch.setitem(_base.SIMULATIONS, sim.name, dataclasses.replace(sim, run_point=counted))
+    over = {"grid": 9}
+    res = tmp_path / "res"
+    a1, m1, stem = run_simulation(sim.name, overrides=over, results_dir=res, progress=False)
+    run_simulation(sim.name, overrides=over, results_dir=res, progress=False)
+    assert len(calls) == 1                                  # cached
+    with open(pkg / "simulations" / "gated_experts.py", "a") as fh:
+        fh.write("\n# a change to the simulation's source\n")
+    with pytest.warns(cache.StaleResultWarning, match="simulations/gated_experts.py"):
+        a2, m2, _ = run_simulation(sim.name, overrides=over, results_dir=res, progress=False,
+                                   reuse_stale=True)
+    assert len(calls) == 1 and m2["fingerprint"] == m1["fingerprint"]
+    a3, m3, stem3 = run_simulation(sim.name, overrides=over, results_dir=res, progress=False)
+    assert len(calls) == 2 and stem3 == stem                # recomputed in place
+    assert m3["fingerprint"]["digest"] != m1["fingerprint"]["digest"]
+    for k in a1:
+        np.testing.assert_array_equal(a1[k], a3[k])
+
+
+def test_cli_figures_reuse_stale(tmp_path, monkeypatch, capsys):
+    from gmtheory.cli import main
+
+    pkg = _copy_package(tmp_path, monkeypatch)
+    args = ["figures", "gated-experts", "--out", str(tmp_path / "f"), "--results",
+            str(tmp_path / "r"), "--no-progress"]
+    assert main(args) == 0
+    with open(pkg / "mixture.py", "a") as fh:
+        fh.write("\n# edited\n")
+    with pytest.warns(cache.StaleResultWarning, match="mixture.py"):
+        assert main(args + ["--reuse-stale"]) == 0
