@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["GMAParams", "init", "responsibilities", "gma_attention", "naive_attention",
-           "log_responsibility_logits", "SIGMA_MIN"]
+           "log_responsibility_logits", "routes", "bidirectional_contraction", "SIGMA_MIN"]
 
 SIGMA_MIN = 1e-2
 
@@ -145,8 +145,14 @@ def _check_inputs(params, x, mask, normalisation):
                          f"{tuple(mask.shape)}.")
 
 
-def _routes(params, x, mask):
-    """Per-head ``R_q, R_k`` (H, B, N, K) in the accumulator dtype and values (H, B, N, d_v)."""
+def routes(params: GMAParams, x, mask=None):
+    """Routing of every head: query and key responsibilities and the values.
+
+    The first stage of :func:`gma_attention` (no input checks), public for profiling.
+    Shapes: ``x`` ``(B, N, d_model)``, ``mask`` ``(B, N)`` bool or ``None`` (padded keys
+    get zero responsibility) -> ``(R_q, R_k, v)`` with ``R_q, R_k`` ``(H, B, N, K)`` in
+    the accumulator dtype (float32 or wider) and ``v`` ``(H, B, N, d_v)`` in that dtype.
+    """
     def one(h):
         p = _head(params, h)
         rq = responsibilities(params, x @ p.Wq, h)
@@ -159,7 +165,15 @@ def _routes(params, x, mask):
     return tuple(jnp.stack(o) for o in zip(*outs, strict=True))
 
 
-def _bidirectional(rq, rk, v, normalisation, eps):
+def bidirectional_contraction(rq, rk, v, normalisation: str = "query", eps: float = 1e-6):
+    """The bidirectional (non-causal) GMA read-out from responsibilities and values.
+
+    ``"query"``: ``y_n = r_qn^T (R_k^T V) / (r_qn^T R_k^T 1 + eps)``; ``"slot"``:
+    ``y_n = r_qn^T diag(R_k^T 1 + eps)^{-1} R_k^T V``.  The second stage of
+    :func:`gma_attention` (no input checks), public for profiling.
+    Shapes: ``rq, rk`` ``(..., N, K)``, ``v`` ``(..., N, d_v)`` -> ``(..., N, d_v)``
+    (any leading axes, e.g. the ``(H, B)`` of :func:`routes`).
+    """
     kv = jnp.einsum("...nk,...nd->...kd", rk, v)
     ksum = jnp.sum(rk, axis=-2)
     if normalisation == "query":
@@ -201,12 +215,12 @@ def _causal_chunked(rq, rk, v, chunk, normalisation, eps):
 
 @partial(jax.jit, static_argnames=("causal", "chunk", "normalisation"))
 def _gma(params, x, mask, causal, chunk, normalisation, eps):
-    rq, rk, v = _routes(params, x, mask)  # (H, B, N, K), (H, B, N, d_v)
+    rq, rk, v = routes(params, x, mask)  # (H, B, N, K), (H, B, N, d_v)
     if causal:
         fn = lambda a, b, c: _causal_chunked(a, b, c, chunk, normalisation, eps)
         y = jax.vmap(jax.vmap(fn))(rq, rk, v)
     else:
-        y = _bidirectional(rq, rk, v, normalisation, eps)
+        y = bidirectional_contraction(rq, rk, v, normalisation, eps)
     H, B, N, dv = y.shape
     y = jnp.transpose(y, (1, 2, 0, 3)).reshape(B, N, H * dv)
     return (y @ params.Wo.astype(y.dtype)).astype(x.dtype)
@@ -241,7 +255,7 @@ def naive_attention(params: GMAParams, x, *, causal=False, mask=None, normalisat
     if x.ndim == 2:
         x = x[None]
         mask = None if mask is None else jnp.asarray(mask)[None]
-    rq, rk, v = _routes(params, x, mask)
+    rq, rk, v = routes(params, x, mask)
     N = x.shape[1]
     if normalisation == "query":
         A = jnp.einsum("hbnk,hbmk->hbnm", rq, rk)

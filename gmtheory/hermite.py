@@ -22,7 +22,7 @@ from math import factorial
 import numpy as np
 from scipy.special import eval_hermitenorm, roots_legendre
 
-from .quadrature import _rule_np
+from .quadrature import gauss_hermite_nodes
 
 __all__ = ["coefficients", "second_moment", "effective_noise", "linear_part", "KINKED",
            "expectation", "label_moments"]
@@ -33,7 +33,7 @@ _Z = 40.0
 
 
 def _gh(n: int):
-    t, w = _rule_np(n, 1)
+    t, w = gauss_hermite_nodes(n, 1)
     return t[:, 0], w
 
 

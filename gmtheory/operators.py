@@ -42,6 +42,8 @@ __all__ = [
     "effective_sample_size",
     "empirical_ess",
     "finite_prompt_variance",
+    "softmax_limit_blocked",
+    "online_softmax",
 ]
 
 
@@ -96,8 +98,17 @@ QUERY_BLOCK = 8192
 
 
 @jax.jit
-def _softmax_limit(mixture, U, V, z):
-    """Eq. (2) in blocks of queries so the (n, K, d) expert tensor stays small."""
+def softmax_limit_blocked(mixture: GaussianMixture, U, V, z):
+    """Eq. (2) for validated inputs, jitted, in blocks of ``QUERY_BLOCK`` queries.
+
+    The unchecked core of :func:`softmax_attention_limit` (which validates its arguments
+    and then calls this), public for benchmarks and inner loops that call it many times
+    on arrays already known to be well formed.  The blocks keep the ``(n, K, d)`` expert
+    tensor small for ``n`` in the millions.
+
+    Shapes: ``mixture`` with ``K`` components in ``d`` dimensions, ``U`` ``(d, d)``,
+    ``V`` ``(d_out, d)``, ``z`` ``(n, d)`` (2-D only) -> ``(n, d_out)``.
+    """
     n = z.shape[0]
     if n <= QUERY_BLOCK:
         return _softmax_limit_block(mixture, U, V, z)
@@ -128,7 +139,7 @@ def softmax_attention_limit(mixture: GaussianMixture, U, V, z):
     mixture = _check_mixture(mixture)
     U, V = _check_uv(U, V, mixture.dim)
     z, squeeze = _queries(z, mixture.dim)
-    out = _softmax_limit(mixture, U, V, z)
+    out = softmax_limit_blocked(mixture, U, V, z)
     return out[0] if squeeze else out
 
 
@@ -180,8 +191,19 @@ def _default_chunk(n_queries: int, L: int) -> int:
 
 
 @partial(jax.jit, static_argnames=("chunk", "with_se"))
-def _softmax_scan(tokens, u, V, *, chunk: int, with_se: bool):
-    """Online-softmax attention of queries ``u`` (n, d) over ``tokens`` (L, d)."""
+def online_softmax(tokens, u, V, *, chunk: int, with_se: bool = False):
+    """Online-softmax attention of pre-multiplied queries over one prompt, jitted.
+
+    ``out_n = sum_i softmax_i(<u_n, x_i>) V x_i`` over the tokens ``x_i``, accumulated
+    in chunks of ``chunk`` tokens with a running log-sum-exp (memory ``O(n chunk)``).
+    The unchecked core of :func:`softmax_attention` (which validates its arguments,
+    forms ``u = z U^T`` and picks the chunk), public for benchmarks.
+
+    Shapes: ``tokens`` ``(L, d)``, ``u`` ``(n, d)`` (the queries times ``U^T``), ``V``
+    ``(d_out, d)``; ``1 <= chunk <= L``.  Returns ``(out, se)``, both ``(n, d_out)``:
+    ``se`` is the delta-method standard error of the self-normalised estimate when
+    ``with_se`` and zeros otherwise.  Accumulates in float32 or wider.
+    """
     L = tokens.shape[0]
     n = u.shape[0]
     dv = V.shape[0]
@@ -278,7 +300,7 @@ def softmax_attention(tokens, U, V, z, *, chunk: int | None = None, return_se: b
     if c < 1:
         raise ValueError(f"chunk: must be a positive integer, got {chunk}.")
     c = min(c, L)
-    fn = lambda t, q: _softmax_scan(t, q @ U.T, V, chunk=c, with_se=return_se)
+    fn = lambda t, q: online_softmax(t, q @ U.T, V, chunk=c, with_se=return_se)
     if tokens.ndim == 3:
         in_z = 0 if z.ndim == 3 else None
         out, se = jax.vmap(fn, in_axes=(0, in_z))(tokens, z)
@@ -437,7 +459,7 @@ def finite_prompt_variance(mixture: GaussianMixture, U, V, z):
     U, V = _check_uv(U, V, mixture.dim)
     z, squeeze = _queries(z, mixture.dim)
     u = z @ U.T
-    T = _softmax_limit(mixture, U, V, z)  # (n, dv)
+    T = softmax_limit_blocked(mixture, U, V, z)  # (n, dv)
     log_m1, _ = _log_tilt_moments(mixture, u)
     lin = u @ mixture.means.T
     quad = jnp.einsum("ni,kij,nj->nk", u, mixture.covs, u)

@@ -72,7 +72,7 @@ def test_affinity_nonnegative_low_rank_psd():
     p = _params(4)
     p = p._replace(Wk=p.Wq)  # W_q = W_k: A = R R^T is PSD
     x = jax.random.normal(jax.random.key(5), (1, 30, 12))
-    rq, rk, _ = gma._routes(p, x, None)
+    rq, rk, _ = gma.routes(p, x, None)
     A = np.asarray(rq[0, 0] @ rk[0, 0].T)
     assert A.min() >= 0
     assert np.linalg.matrix_rank(A, tol=1e-10) <= 4
