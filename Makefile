@@ -4,7 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: reproduce test lint bench clean
+DOCS_STAMP := $(VENV)/.installed-docs
+
+.PHONY: reproduce test lint bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +20,14 @@ reproduce: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+$(DOCS_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
+	touch $(DOCS_STAMP)
+
+# The documentation site, strict: a broken link or a missing page fails the build.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 lint: $(STAMP)
 	$(BIN)/ruff check gmtheory tests
 
@@ -25,4 +35,4 @@ bench: $(STAMP)
 	$(BIN)/gmtheory bench operator
 
 clean:
-	rm -rf $(VENV) results reproduce-out .pytest_cache
+	rm -rf $(VENV) results reproduce-out .pytest_cache site

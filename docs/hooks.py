@@ -22,6 +22,6 @@ def on_files(files, config):
             for path in sorted((ROOT / folder).glob(pattern)):
                 uri = f"{folder}/{path.name}"
                 if files.get_file_from_path(uri) is None:
-                    files.append(File(uri, str(ROOT / folder), config["site_dir"],
+                    files.append(File(uri, str(ROOT), config["site_dir"],
                                       config["use_directory_urls"]))
     return files
