@@ -18,6 +18,7 @@ class Figure:
     simulation: str
     caption: str
     draw: Callable  # (arrays, meta) -> matplotlib.figure.Figure
+    checks: tuple = ()  # ids of the `gmtheory verify` checks that back the caption's claim
 
 
 def register_figure(fig: Figure) -> Figure:

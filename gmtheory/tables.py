@@ -1,0 +1,101 @@
+"""Markdown tables generated from the registries, so that the docs cannot drift from the code.
+
+* :func:`checks_table` — every registered check: id, claim, reference section;
+* :func:`figures_index` — every registered figure: caption, the command that redraws it,
+  its simulation and the checks that back its claim;
+* :func:`simulations_index` — every simulation: what it runs, its quick and paper
+  configurations, and its measured quick run time (from ``simulations/timings.json``).
+
+These belong to the application layer (like :mod:`gmtheory.cli`): they import the
+registries; the library modules never import them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+__all__ = ["checks_table", "figures_index", "simulations_index", "write_indexes"]
+
+
+def _cell(text) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def checks_table() -> str:
+    """Markdown table of every registered check."""
+    from .verify import all_checks
+
+    rows = ["| check | claim | reference |", "|---|---|---|"]
+    for c in all_checks():
+        rows.append(f"| `{c.id}` | {_cell(c.claim)} | {_cell(c.reference)} |")
+    return "\n".join(rows) + "\n"
+
+
+def figures_index(png_prefix: str = "") -> str:
+    """Every registered figure with its caption, command, simulation and backing checks."""
+    from .figures import all_figures, get_figure
+
+    out = ["# Figures", "",
+           "Every figure of `gmtheory figures` (generated from the figure registry). Redraw one "
+           "with the command shown; `gmtheory figures --out figures` redraws all of them "
+           "(quick profile).", ""]
+    for name in all_figures():
+        f = get_figure(name)
+        checks = ", ".join(f"`{c}`" for c in f.checks) or "none (illustration)"
+        out += [f"## {name}", "", f"![{name}]({png_prefix}{name}.png)", "",
+                f"*{_cell(f.caption)}*", "",
+                f"* command: `gmtheory figures {name}` (paper profile: "
+                f"`gmtheory figures {name} --profile paper`)",
+                f"* simulation: `{f.simulation}` (`gmtheory run {f.simulation}`)",
+                f"* checks behind the claim: {checks}", ""]
+    return "\n".join(out)
+
+
+def _config_text(cfg) -> str:
+    return ", ".join(f"{f.name}={getattr(cfg, f.name)!r}" for f in dataclasses.fields(cfg))
+
+
+def _changed(quick, paper) -> str:
+    diff = [f"{f.name}={getattr(paper, f.name)!r}" for f in dataclasses.fields(paper)
+            if getattr(paper, f.name) != getattr(quick, f.name)]
+    return ", ".join(diff) or "same as quick"
+
+
+def simulations_index(timings: dict | None = None) -> str:
+    """Every simulation: description, quick config, paper changes and quick run time."""
+    from .simulations import SIMULATIONS, load_all
+
+    load_all()
+    timings = timings or {}
+    out = ["# Simulations", "",
+           "One entry per simulation of `gmtheory run NAME [--profile quick|paper] [--set "
+           "key=value ...]` (generated from the simulation registry). Results are cached in "
+           "`simulations/results/<name>/` (the default `--results` folder) as `.npz` + JSON "
+           "sidecar, keyed by the config and by a fingerprint of the source code that "
+           "produced them. Quick run times: measured by `gmtheory reproduce` on a 2-core CPU "
+           "(compilation included).", ""]
+    for name in sorted(SIMULATIONS):
+        sim = SIMULATIONS[name]
+        quick, paper = sim.config_cls.quick(), sim.config_cls.paper()
+        t = timings.get(name)
+        out += [f"## {name}", "", _cell(sim.description), "",
+                f"* quick: `{_config_text(quick)}`",
+                f"* paper: `{_changed(quick, paper)}`",
+                f"* quick run time: {f'{t:.0f} s' if t is not None else 'not measured'}", ""]
+    return "\n".join(out)
+
+
+def write_indexes(figures_dir="figures", simulations_dir="simulations") -> list[Path]:
+    """Write ``figures/README.md`` and ``simulations/README.md`` (the committed indexes)."""
+    figures_dir, simulations_dir = Path(figures_dir), Path(simulations_dir)
+    tpath = simulations_dir / "timings.json"
+    timings = json.loads(tpath.read_text()) if tpath.exists() else {}
+    out = []
+    for path, text in ((figures_dir / "README.md", figures_index()),
+                       (simulations_dir / "README.md", simulations_index(timings))):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        out.append(path)
+    return out
