@@ -8,10 +8,12 @@ import sys
 import time
 from pathlib import Path
 
+RESULTS = "simulations/results"  # the default cache folder (beside simulations/README.md)
+
 EPILOG = """examples:
   gmtheory verify                      run every registered check
   gmtheory verify --only lda           the lda.* checks (a group name, else a substring)
-  gmtheory figures                     all figures, quick profile, into figures-out/
+  gmtheory figures                     all figures, quick profile, into figures/
   gmtheory figures fig1 fig4 fig5      named figures
   gmtheory run prompt-convergence --set reps=128,Ls=100,1000,10000
   gmtheory run lda-sweep --set pi_pos=0.5,0.7,0.9,separation=1,2,d=2,5
@@ -216,8 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("figures", help="draw figures from cached (or fresh) simulations")
     sp.add_argument("names", nargs="*", metavar="NAME", help="figure names (default: all)")
     sp.add_argument("--profile", choices=("quick", "paper"), default="quick")
-    sp.add_argument("--out", default="figures-out", help="output folder (default figures-out)")
-    sp.add_argument("--results", default="results", help="simulation cache folder")
+    sp.add_argument("--out", default="figures", help="output folder (default figures/)")
+    sp.add_argument("--results", default=RESULTS,
+                    help=f"simulation cache folder (default {RESULTS}/)")
     sp.add_argument("--force", action="store_true", help="recompute cached simulations")
     sp.add_argument("--reuse-stale", action="store_true",
                     help="draw cached results even if the code that made them has changed "
@@ -230,14 +233,16 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--profile", choices=("quick", "paper"), default="quick")
     sp.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="override config fields; a=1,b=2 and tuples Ls=10,100 allowed")
-    sp.add_argument("--results", default="results", help="simulation cache folder")
+    sp.add_argument("--results", default=RESULTS,
+                    help=f"simulation cache folder (default {RESULTS}/)")
     sp.add_argument("--force", action="store_true", help="ignore the cache")
     common(sp)
     sp.set_defaults(func=cmd_run)
 
     sp = sub.add_parser("reproduce", help="all checks, then all figures (quick), and a report")
     sp.add_argument("--out", default="reproduce-out", help="output folder")
-    sp.add_argument("--results", default="results", help="simulation cache folder")
+    sp.add_argument("--results", default=RESULTS,
+                    help=f"simulation cache folder (default {RESULTS}/)")
     sp.add_argument("--force", action="store_true", help="recompute cached simulations")
     common(sp)
     sp.set_defaults(func=cmd_reproduce)

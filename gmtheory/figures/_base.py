@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Figure", "register_figure", "FIGURES", "get_figure", "load_all", "make_figure", "style_path",
-           "figure_summary"]
+__all__ = ["Figure", "register_figure", "FIGURES", "get_figure", "load_all", "make_figure",
+           "style_path", "figure_summary"]
 
 FIGURES: dict[str, Figure] = {}
 
@@ -38,7 +38,7 @@ def get_figure(name: str) -> Figure:
     return FIGURES[name]
 
 
-def figure_summary(name: str, *, profile="quick", results_dir="results",
+def figure_summary(name: str, *, profile="quick", results_dir="simulations/results",
                    reuse_stale=False) -> list[str]:
     """Summary lines of the (cached) simulation behind figure ``name``."""
     from ..simulations import get_simulation, make_config, run_simulation
@@ -54,7 +54,8 @@ def style_path() -> Path:
     return Path(__file__).with_name("gmtheory.mplstyle")
 
 
-def make_figure(name: str, *, profile="quick", out_dir="figures-out", results_dir="results",
+def make_figure(name: str, *, profile="quick", out_dir="figures",
+                results_dir="simulations/results",
                 force=False, progress=True, reuse_stale=False) -> Path:
     """Run (or load) the figure's simulation, draw it and save ``<out_dir>/<name>.png``.
 

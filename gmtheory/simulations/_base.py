@@ -17,6 +17,7 @@ with a warning that names the changed files.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import time
 import typing
 from collections.abc import Callable
@@ -25,8 +26,6 @@ from pathlib import Path
 
 import jax
 from tqdm.auto import tqdm
-
-import shutil
 
 from ..cache import config_key, load_result, save_result, source_fingerprint
 from ..training import checkpoint_scope
@@ -132,7 +131,7 @@ def run_simulation(
     profile: str = "quick",
     overrides: dict | None = None,
     *,
-    results_dir: str | Path = "results",
+    results_dir: str | Path = "simulations/results",
     force: bool = False,
     progress: bool = True,
     reuse_stale: bool = False,
