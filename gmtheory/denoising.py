@@ -14,22 +14,35 @@ Model: ``X ~ sum_k pi_k N(m_k, Gamma)`` (shared ``Gamma``, possibly singular),
 * :func:`linear_gap` — ``R(A*) - R(f*)`` with ``A* = Sigma_X (Sigma_X + xi^2 I)^{-1}`` in closed
   form and ``R(f*)`` by Gauss–Hermite quadrature on the few directions ``f*`` depends on.
 * :func:`excess_risk` — ``E |f(Z) - f*(Z)|^2`` by Gauss–Hermite per component of ``mu_Z``.
+* :func:`single_head_search` — the best single population head by L-BFGS (Thm 4.1 (ii)).
+* :func:`train_heads` — population heads trained by online SGD (the Figure 2 protocol).
+* :data:`FIG2` / :func:`figure2_mixture` — the Figure 2 problem, defined here only.
 * :func:`u_lambda`, :func:`iterate_denoiser` — the clustering transition (Prop. 4.3).
+
+Every expectation is taken with :mod:`gmtheory.quadrature`; every fit and training run
+goes through :mod:`gmtheory.training`.
 """
 
 from __future__ import annotations
 
+from functools import partial
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from scipy.optimize import brentq
 
 from ._validation import as_float_array, is_concrete
 from .mixture import GaussianMixture, as_points
 from .operators import softmax_attention_limit
-from .quadrature import gauss_hermite_rule
+from .quadrature import expect_mixture, expect_mixture_projected
+from .training import minimize_lbfgs, train
 
 __all__ = [
+    "FIG2",
+    "Figure2Parameters",
     "figure2_mixture",
     "noisy_mixture",
     "posterior_weights",
@@ -46,18 +59,37 @@ __all__ = [
     "bayes_risk",
     "linear_gap",
     "excess_risk",
+    "single_head_search",
+    "SingleHeadFit",
+    "train_heads",
+    "HeadsTraining",
     "u_lambda",
     "iterate_denoiser",
 ]
 
 
-def figure2_mixture(pi1: float = 0.5):
-    """The Figure 2 problem (reference §4.6): ``m1 = (3, 0)``, ``m2 = (0, 3)``, ``gamma = 1``.
+class Figure2Parameters(NamedTuple):
+    """The Figure 2 problem of reference §4.6 (d = 2, equal-norm non-collinear means)."""
 
-    Returns ``(mixture, xi)`` with ``xi = 2``; ``pi1`` is not reported by the paper (1/2).
+    m1: tuple[float, float]
+    m2: tuple[float, float]
+    gamma: float
+    xi: float
+    pi1: float  #: not reported by the paper; 1/2 as the reference suggests
+
+
+#: The one definition of the Figure 2 parameters (simulations, checks and figures read it).
+FIG2 = Figure2Parameters(m1=(3.0, 0.0), m2=(0.0, 3.0), gamma=1.0, xi=2.0, pi1=0.5)
+
+
+def figure2_mixture(pi1: float | None = None):
+    """The Figure 2 problem (:data:`FIG2`): ``m1 = (3, 0)``, ``m2 = (0, 3)``, ``gamma = 1``.
+
+    Returns ``(mixture, xi)`` with ``xi = 2``; ``pi1`` defaults to ``FIG2.pi1 = 1/2``.
     """
-    m = jnp.array([[3.0, 0.0], [0.0, 3.0]])
-    return GaussianMixture.shared([pi1, 1 - pi1], m, jnp.eye(2)), 2.0
+    pi1 = FIG2.pi1 if pi1 is None else float(pi1)
+    m = jnp.array([FIG2.m1, FIG2.m2])
+    return GaussianMixture.shared([pi1, 1 - pi1], m, FIG2.gamma**2 * jnp.eye(2)), FIG2.xi
 
 
 def _check_xi(xi):
@@ -295,20 +327,6 @@ def _f_star_basis(mixture, xi, extra=None):
     return jnp.asarray(u[:, :rank])
 
 
-def _expect_z_projected(f_of_zproj, mixture_z, P, order):
-    """``E f(P P^T Z)`` over ``mu_Z`` by GH on ``y = P^T Z`` (one grid per component)."""
-    p = P.shape[1]
-    nodes, weights = gauss_hermite_rule(order, p)
-    total = 0.0
-    for k in range(mixture_z.n_components):
-        mean = P.T @ mixture_z.means[k]
-        cov = P.T @ mixture_z.covs[k] @ P
-        L = jnp.linalg.cholesky(cov)
-        y = mean[None] + nodes @ L.T
-        total = total + mixture_z.weights[k] * (weights @ f_of_zproj(y @ P.T))
-    return total
-
-
 def bayes_risk(mixture: GaussianMixture, xi, order: int = 40):
     """``R(f*) = E|X|^2 - E|f*(Z)|^2`` with Gauss–Hermite on the span of ``S^{-1} m_k``."""
     G = _shared_cov(mixture)
@@ -326,7 +344,8 @@ def bayes_risk(mixture: GaussianMixture, xi, order: int = 40):
         b = posterior_weights(mixture, xi, zp) @ mixture.means @ C.T
         return 2.0 * jnp.sum((zp @ B.T) * b, 1) + jnp.sum(b**2, 1)
 
-    Ef2 = quad_lin + _expect_z_projected(rest, mz, P, order)
+    # rest depends on z only through P^T z: GH on the projections, lifted back to R^d
+    Ef2 = quad_lin + expect_mixture_projected(rest, mz, P, order, lift=True)
     return jnp.trace(mixture.second_moment()) - Ef2
 
 
@@ -344,16 +363,123 @@ def excess_risk(f, mixture: GaussianMixture, xi, order: int = 40):
     """``E |f(Z) - f*(Z)|^2`` for ``Z ~ mu_Z`` by tensor Gauss–Hermite per component.
 
     ``f`` maps ``(N, d) -> (N, d)``.  Full tensor grid: use for small ``d`` (<= 3).
+    Traceable: ``mixture`` and ``xi`` may be arguments of a jitted function.
     """
     mz = noisy_mixture(mixture, xi)
-    nodes, weights = gauss_hermite_rule(order, mixture.dim)
-    total = 0.0
-    for k in range(mz.n_components):
-        L = jnp.linalg.cholesky(mz.covs[k])
-        z = mz.means[k][None] + nodes @ L.T
-        err = jnp.sum((f(z) - bayes_denoiser(mixture, xi, z)) ** 2, axis=1)
-        total = total + mz.weights[k] * (weights @ err)
-    return total
+
+    def err(z):
+        return jnp.sum((f(z) - bayes_denoiser(mixture, xi, z)) ** 2, axis=1)
+
+    return expect_mixture(err, mz, order)
+
+
+# ------------------------------------------------------------- single head
+class SingleHeadFit(NamedTuple):
+    excess: float          #: smallest excess risk found
+    U: jnp.ndarray         #: the head reaching it
+    V: jnp.ndarray
+    excesses: np.ndarray   #: final excess of every start (random starts, then ``init``)
+
+
+def _single_head_excess(theta, data, order):
+    """Excess risk of one population head ``theta = (vec U, vec V)`` (GH of ``order``)."""
+    mix, xi = data
+    d = mix.dim
+    mz = noisy_mixture(mix, xi)
+    U, V = theta[: d * d].reshape(d, d), theta[d * d:].reshape(d, d)
+    return excess_risk(lambda q: softmax_attention_limit(mz, U, V, q), mix, xi, order)
+
+
+def single_head_search(mixture: GaussianMixture, xi, starts: int, key, order: int = 24,
+                       init=None, *, scale: float = 0.5, maxiter: int = 500,
+                       gtol: float = 1e-10) -> SingleHeadFit:
+    """Best single population head ``T_{U,V}[mu_Z]`` for denoising (Thm 4.1 (ii)).
+
+    Minimises the Gauss–Hermite excess risk :func:`excess_risk` of one head over
+    ``(U, V)`` by L-BFGS (:func:`gmtheory.training.minimize_lbfgs`) from ``starts``
+    random starts with i.i.d. ``N(0, scale^2)`` entries (start ``i`` from
+    ``fold_in(key, i)``) plus, optionally, the structured start ``init = (U, V)``.
+    The mixture and ``xi`` are passed as data, so the objective is compiled once for
+    every start.  Returns a :class:`SingleHeadFit`; ``.excess`` is the best value.
+    """
+    if int(starts) < 0 or (int(starts) == 0 and init is None):
+        raise ValueError(f"starts: need at least one start (random or init), got {starts}.")
+    xi = _check_xi(xi)
+    d = mixture.dim
+    x0s = [scale * jax.random.normal(jax.random.fold_in(key, i), (2 * d * d,))
+           for i in range(int(starts))]
+    if init is not None:
+        x0s.append(jnp.concatenate([jnp.ravel(as_float_array(init[0], "init U")),
+                                    jnp.ravel(as_float_array(init[1], "init V"))]))
+    data = (mixture, jnp.asarray(float(xi)))
+    res = minimize_lbfgs(partial(_single_head_excess, order=int(order)), x0s[0], data,
+                         starts=x0s[1:], maxiter=maxiter, gtol=gtol)
+    th = res.x
+    return SingleHeadFit(res.fun, th[: d * d].reshape(d, d), th[d * d:].reshape(d, d),
+                         res.funs)
+
+
+# ------------------------------------------------------------- trained heads
+class HeadsTraining(NamedTuple):
+    excess: np.ndarray     #: GH excess risk, (seeds, evaluations + 1), initial first
+    steps: np.ndarray      #: step of each evaluation, (evaluations + 1,)
+    U: jnp.ndarray         #: final heads, (seeds, heads, d, d)
+    V: jnp.ndarray
+
+
+def _stacked_heads(mixture_z, p, z):
+    return heads_output(mixture_z, [(p["U"][h], p["V"][h]) for h in range(p["U"].shape[0])], z)
+
+
+def train_heads(mixture: GaussianMixture, xi, key, *, seeds: int = 4, heads: int = 2,
+                steps: int = 4000, lr: float = 2e-3, clip: float = 10.0, batch: int = 64,
+                init_scale: float = 0.1, eval_every: int = 20, order: int = 20,
+                progress: bool | None = None) -> HeadsTraining:
+    """Population softmax heads trained by online SGD (the Figure 2 protocol, §4.6).
+
+    Model ``sum_h T_{U_h,V_h}[mu_Z](z)`` (closed-form population attention), loss
+    ``mean |f(Z) - f*(Z)|^2`` over a fresh batch ``Z ~ mu_Z`` per step, SGD of step
+    ``lr`` after clipping the gradient norm at ``clip``.  Seed ``s`` uses
+    ``k = split(key, seeds)[s]``, ``k_init, k_data = split(k)``: entries of ``U`` and
+    ``V`` are i.i.d. ``N(0, init_scale^2)`` from ``split(k_init)``, and the batch of step
+    ``t`` comes from ``fold_in(k_data, t)``.  The GH excess (order ``order``) is
+    recorded every ``eval_every`` steps.  All seeds train in one compiled program
+    (:func:`gmtheory.training.train`, ``batched=True``).
+    """
+    xi = _check_xi(xi)
+    d = mixture.dim
+    keys = jax.random.split(key, int(seeds))
+    k_init, k_data = jax.vmap(jax.random.split, out_axes=1)(keys)
+
+    def init(k):
+        ku, kv = jax.random.split(k)
+        return {"U": init_scale * jax.random.normal(ku, (heads, d, d)),
+                "V": init_scale * jax.random.normal(kv, (heads, d, d))}
+
+    params = jax.vmap(init)(k_init)
+    data = (mixture, jnp.asarray(float(xi)))
+
+    def loss(p, data, k):
+        mix, x = data
+        mz = noisy_mixture(mix, x)
+        z = mz.sample(k, batch)[0]
+        return jnp.mean(jnp.sum((_stacked_heads(mz, p, z)
+                                 - bayes_denoiser(mix, x, z)) ** 2, 1))
+
+    def metrics(p, data):
+        mix, x = data
+        mz = noisy_mixture(mix, x)
+        return {"excess": excess_risk(lambda q: _stacked_heads(mz, p, q), mix, x,
+                                      order)}
+
+    opt = optax.chain(optax.clip_by_global_norm(clip), optax.sgd(lr))
+    res = train(loss, params, opt, steps=int(steps), key=k_data, data=data,
+                record_every=int(eval_every), metrics_fn=metrics, batched=True,
+                progress=progress, desc="two-head SGD",
+                tag=["train_heads", heads, batch, lr, clip, order])
+    excess = np.concatenate([res.initial["excess"][:, None], res.history["excess"].T], axis=1)
+    return HeadsTraining(excess, np.concatenate([[0], res.steps]), res.params["U"],
+                         res.params["V"])
 
 
 # ------------------------------------------------------- clustering transition
