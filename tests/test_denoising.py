@@ -5,6 +5,7 @@ import pytest
 
 import gmtheory as g
 from gmtheory import denoising as D
+from gmtheory import stats
 
 
 def _mix(pi1=0.5, gamma=1.0):
@@ -48,7 +49,8 @@ def test_linear_risk_matches_monte_carlo():
     x, _ = mix.sample(jax.random.key(0), 400_000)
     z = x + xi * jax.random.normal(jax.random.key(1), x.shape)
     e = jnp.sum((x - z @ A.T) ** 2, 1)
-    assert abs(float(e.mean() - D.linear_risk(mix, xi, A))) < 5 * float(e.std()) / np.sqrt(e.size)
+    mean, se = stats.mean_se(e)
+    assert stats.z_score(mean, float(D.linear_risk(mix, xi, A)), se) < 5
 
 
 def test_u_lambda_is_fixed_point():
@@ -119,3 +121,56 @@ def test_clean_context_pipeline_small(tmp_path):
     for key in ("softmax-fresh", "linear-pool"):
         assert np.all(a[f"{key}/test_mse"] > a[f"{key}/bayes_mse"])
     assert float(a["iso_head_excess"]) > 0
+
+
+def test_figure2_parameters_defined_once():
+    mix, xi = D.figure2_mixture()
+    np.testing.assert_array_equal(mix.means, jnp.array([D.FIG2.m1, D.FIG2.m2]))
+    np.testing.assert_array_equal(mix.covs[0], D.FIG2.gamma**2 * jnp.eye(2))
+    assert xi == D.FIG2.xi and float(mix.weights[0]) == D.FIG2.pi1
+    assert float(D.figure2_mixture(0.3)[0].weights[0]) == 0.3
+
+
+def test_excess_risk_pythagoras_and_zero_at_bayes():
+    """E|AZ - f*|^2 = R(A) - R(f*) (two quadratures of different integrands), and f* has
+    zero excess."""
+    mix, xi = _mix(0.3), 2.0
+    A = jnp.array([[0.5, 0.1], [0.0, 0.4]])
+    lhs = D.excess_risk(lambda q: q @ A.T, mix, xi, 40)
+    rhs = D.linear_risk(mix, xi, A) - D.bayes_risk(mix, xi, 40)
+    assert abs(float(lhs - rhs)) < 1e-9
+    assert float(D.excess_risk(lambda q: D.bayes_denoiser(mix, xi, q), mix, xi, 10)) < 1e-25
+
+
+def test_single_head_search_exact_at_gamma_eq_xi_and_reproducible():
+    mix, xi = _mix(0.4, gamma=1.0), 1.0  # gamma^2 = xi^2: one head is exact
+    s = 2.0
+    fit = D.single_head_search(mix, xi, 2, jax.random.key(3), order=16,
+                               init=(jnp.eye(2) / s, 0.5 * jnp.eye(2)))
+    assert isinstance(fit, D.SingleHeadFit) and fit.excesses.shape == (3,)
+    assert fit.excess < 1e-12 and fit.excess == fit.excesses.min()
+    assert fit.U.shape == fit.V.shape == (2, 2)
+    again = D.single_head_search(mix, xi, 2, jax.random.key(3), order=16,
+                                 init=(jnp.eye(2) / s, 0.5 * jnp.eye(2)))
+    np.testing.assert_array_equal(fit.excesses, again.excesses)
+    with pytest.raises(ValueError, match="starts"):
+        D.single_head_search(mix, xi, 0, jax.random.key(0))
+
+
+def test_train_heads_seeds_batched_and_reproducible():
+    mix, xi = D.figure2_mixture()
+    kw = dict(seeds=2, steps=60, eval_every=20, order=8, progress=False)
+    run = D.train_heads(mix, xi, jax.random.key(5), **kw)
+    assert run.excess.shape == (2, 4) and run.U.shape == (2, 2, 2, 2)
+    np.testing.assert_array_equal(run.steps, [0, 20, 40, 60])
+    assert np.all(run.excess[:, -1] < run.excess[:, 0])
+    again = D.train_heads(mix, xi, jax.random.key(5), **kw)
+    np.testing.assert_array_equal(run.excess, again.excess)
+    # the initial excess is the GH excess of the N(0, 0.1^2) initial heads of each seed
+    k_init = jax.random.split(jax.random.split(jax.random.key(5), 2)[1])[0]
+    ku, kv = jax.random.split(k_init)
+    U0, V0 = 0.1 * jax.random.normal(ku, (2, 2, 2)), 0.1 * jax.random.normal(kv, (2, 2, 2))
+    mz = D.noisy_mixture(mix, xi)
+    e0 = D.excess_risk(lambda q: D.heads_output(mz, [(U0[0], V0[0]), (U0[1], V0[1])], q),
+                       mix, xi, 8)
+    np.testing.assert_allclose(run.excess[1, 0], e0, rtol=1e-12)

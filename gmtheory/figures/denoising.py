@@ -5,7 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..denoising import u_lambda
+from ..denoising import FIG2, u_lambda
+from ..stats import fit_loglog
 from ._base import Figure, register_figure
 
 
@@ -13,9 +14,11 @@ def draw_fig2(a, meta):
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.4))
     ax1.plot(*a["z"].T, ".", ms=3, alpha=0.5, color="C1", label="noisy Z = X + ε")
     ax1.plot(*a["x"].T, ".", ms=3, alpha=0.6, color="C0", label="clean X")
-    ax1.plot([3, 0], [0, 3], "k*", ms=12, label="means m₁ = (3,0), m₂ = (0,3)")
+    (a1, b1), (a2, b2) = FIG2.m1, FIG2.m2
+    ax1.plot([a1, a2], [b1, b2], "k*", ms=12,
+             label=f"means m₁ = ({a1:g},{b1:g}), m₂ = ({a2:g},{b2:g})")
     ax1.set_aspect("equal")
-    ax1.set_title("γ = 1, ξ = 2 (γ² ≠ ξ²: one head cannot be exact)")
+    ax1.set_title(f"γ = {FIG2.gamma:g}, ξ = {FIG2.xi:g} (γ² ≠ ξ²: one head cannot be exact)")
     ax1.set_xlabel("coordinate 1")
     ax1.set_ylabel("coordinate 2")
     ax1.legend(loc="lower left", fontsize=7.5)
@@ -90,25 +93,25 @@ register_figure(Figure(
     caption=("Figure 2: two population softmax heads trained by online SGD on the Figure 2 "
              "mixture approach the Bayes denoiser, far below the best linear attention (dashed) "
              "and the best single head (dotted), which cannot be exact since γ² ≠ ξ²."),
-    draw=draw_fig2))
+    draw=draw_fig2,
+    checks=("denoising.33-figure2-two-heads", "denoising.28-single-head",
+            "denoising.29-linear-gap")))
 
 register_figure(Figure(
     name="denoise-fig3", simulation="denoise-iterates",
     caption=("Figure 3: iterating the Bayes denoiser of a two-point mixture (γ = 0). Strong "
              "separation: trajectories split by the sign of z₂ to ±u_λ(0,3); weak separation: "
              "all collapse to the midpoint. Background: posterior of component 1."),
-    draw=draw_fig3))
+    draw=draw_fig3, checks=("denoising.31-clustering-transition",)))
 
 register_figure(Figure(
     name="denoise-transition", simulation="denoise-iterates",
     caption=("The limit u_λ is 0 up to λ = 1 and grows to 1 beyond (left); at λ = 1 the "
              "collapse is sublinear, |u_n| ≈ √(3/(2n)), while below it is geometric (right)."),
-    draw=draw_transition))
+    draw=draw_transition, checks=("denoising.31-clustering-transition",)))
 
 
 def draw_icl(a, meta):
-    from ..simulations.prompt_convergence import fit_loglog
-
     Ls = a["Ls"]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.3))
     for kind, mk, col in (("softmax", "o", "C0"), ("linear", "s", "C1")):
@@ -118,11 +121,11 @@ def draw_icl(a, meta):
         best = ex.min(1)
         lab = f"trained {kind} (best seed)"
         if kind == "softmax":
-            slope = fit_loglog(Ls, best)[0]
+            slope = fit_loglog(Ls, best).slope
             lab += f", slope {slope:+.2f}"
         ax1.loglog(Ls, best, "-", color=col, label=lab)
     ax1.loglog(Ls, a["prop44_excess"], "k--",
-               label=f"Prop. 4.4 parameters, slope {fit_loglog(Ls, a['prop44_excess'])[0]:+.2f}")
+               label=f"Prop. 4.4 parameters, slope {fit_loglog(Ls, a['prop44_excess']).slope:+.2f}")
     ax1.loglog(Ls, a["mean_linear_gap"], ":", color="C3", label="mean per-task linear gap")
     ax1.set_xlabel("prompt length L")
     ax1.set_ylabel("in-context excess E|f(z) − f*_task(z)|²")
@@ -148,7 +151,7 @@ register_figure(Figure(
              "per prompt as in Prop. 4.4). At finite L the trained softmax model beats the "
              "infinite-prompt optimal parameters by lowering its inverse temperature (fewer "
              "heavy importance weights); linear attention stays above the per-task linear gap."),
-    draw=draw_icl))
+    draw=draw_icl, checks=("denoising.32-residual-icl",)))
 
 
 def draw_sweep(a, meta):
@@ -185,4 +188,6 @@ register_figure(Figure(
     caption=("Excess risk over (ξ/γ, separation), d = 2, π = ½. One head reaches the Bayes "
              "denoiser only on the line γ² = ξ² (left); two heads are exact everywhere (middle, "
              "round-off); linear attention keeps a positive gap everywhere (right)."),
-    draw=draw_sweep))
+    draw=draw_sweep,
+    checks=("denoising.27-two-heads-exact", "denoising.28-single-head",
+            "denoising.29-linear-gap")))

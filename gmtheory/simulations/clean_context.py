@@ -14,8 +14,10 @@ and ``pool`` (a fixed pool of 800 training prompts, to show overfitting).
 
 The Bayes predictor with known centres is eq. (10) with ``Gamma = s0^2 I`` and
 ``xi = sZ`` (:func:`gmtheory.denoising.bayes_denoiser`).  The best isotropic single head
-in the infinite-prompt limit (``U = b I``, ``V = v I``) is found by L-BFGS on a
-Monte Carlo objective over tasks and queries.
+in the infinite-prompt limit (``U = b I``, ``V = v I``) is found by L-BFGS
+(:func:`gmtheory.training.minimize_lbfgs`) on a Monte Carlo objective over tasks and
+queries.  Training runs through :func:`gmtheory.training.train`, the seeds batched in one
+compiled program; in ``pool`` mode each seed's pool of prompts is passed as data.
 """
 
 from __future__ import annotations
@@ -28,12 +30,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import scipy.optimize
 
 from .. import denoising as D
 from ..mixture import GaussianMixture
 from ..operators import linear_attention, softmax_attention, softmax_attention_limit
 from ..problems import stream_key
+from ..training import minimize_lbfgs, train
 from ._base import Simulation, register
 
 __all__ = ["CleanContextConfig", "clean_prompts"]
@@ -91,35 +93,53 @@ def _apply(p, toks, zq, kind):
     return op(toks, p["U"], p["V"], zq)
 
 
-@partial(jax.jit, static_argnames=("kind", "mode", "cfg"))
-def _train(key, kind, mode, cfg):
-    k_init, k_data = jax.random.split(key)
-    ku, kv = jax.random.split(k_init)
-    lim = 1.0 / np.sqrt(cfg.d)
-    p0 = {"U": jax.random.uniform(ku, (cfg.d, cfg.d), minval=-lim, maxval=lim),
-          "V": jax.random.uniform(kv, (cfg.d, cfg.d), minval=-lim, maxval=lim)}
-    opt = optax.adam(cfg.lr)
-    pool = clean_prompts(jax.random.fold_in(k_data, 10**6), cfg.pool, cfg) if mode == "pool" \
-        else None
+def _record_every(steps: int, at_most: int = 50) -> int:
+    """Largest divisor of ``steps`` that is at most ``at_most`` (one training record)."""
+    return max(r for r in range(1, min(at_most, steps) + 1) if steps % r == 0)
 
-    def loss(p, toks, zq, xq):
+
+def _train(key, kind, mode, cfg):
+    """Train ``len(key)`` seeds at once.  Seed ``s``: ``k_init, k_data = split(key[s])``;
+    step ``t`` draws its batch from ``fold_in(k_data, t)`` (fresh prompts, or indices into
+    the seed's pool drawn from ``fold_in(k_data, 10**6)``).  Returns the parameters and
+    the training MSE: over the whole pool (``pool``), or the mean loss of the last
+    record of steps (``fresh``; 50 steps when 50 divides ``steps``)."""
+    k_init, k_data = jax.vmap(jax.random.split, out_axes=1)(key)
+    lim = 1.0 / np.sqrt(cfg.d)
+
+    def init(k):
+        ku, kv = jax.random.split(k)
+        return {"U": jax.random.uniform(ku, (cfg.d, cfg.d), minval=-lim, maxval=lim),
+                "V": jax.random.uniform(kv, (cfg.d, cfg.d), minval=-lim, maxval=lim)}
+
+    p0 = jax.vmap(init)(k_init)
+
+    def mse(p, toks, zq, xq):
         return jnp.mean((_apply(p, toks, zq, kind) - xq) ** 2)
 
-    def step(carry, t):
-        p, s = carry
-        if mode == "pool":
-            idx = jax.random.choice(jax.random.fold_in(k_data, t), cfg.pool, (cfg.batch,),
-                                    replace=False)
-            toks, zq, xq = pool[0][idx], pool[1][idx], pool[2][idx]
-        else:
-            toks, zq, xq, _ = clean_prompts(jax.random.fold_in(k_data, t), cfg.batch, cfg)
-        val, g = jax.value_and_grad(loss)(p, toks, zq, xq)
-        upd, s = opt.update(g, s, p)
-        return (optax.apply_updates(p, upd), s), val
+    if mode == "pool":
+        pool = jax.vmap(lambda k: clean_prompts(jax.random.fold_in(k, 10**6), cfg.pool,
+                                                cfg)[:3])(k_data)
 
-    (p, _), hist = jax.lax.scan(step, (p0, opt.init(p0)), jnp.arange(cfg.steps))
-    train_mse = loss(p, pool[0], pool[1], pool[2]) if mode == "pool" else hist[-50:].mean()
-    return p, train_mse
+        def loss(p, pool, k):
+            idx = jax.random.choice(k, cfg.pool, (cfg.batch,), replace=False)
+            return mse(p, pool[0][idx], pool[1][idx], pool[2][idx])
+    else:
+        pool = None
+
+        def loss(p, data, k):
+            toks, zq, xq, _ = clean_prompts(k, cfg.batch, cfg)
+            return mse(p, toks, zq, xq)
+
+    res = train(loss, p0, optax.adam(cfg.lr), steps=cfg.steps, key=k_data, data=pool,
+                record_every=_record_every(cfg.steps), batched=True,
+                batched_data=mode == "pool", desc=f"clean-context {kind}-{mode}",
+                tag=["clean-context", kind, mode])
+    if mode == "pool":
+        train_mse = jax.jit(jax.vmap(mse))(res.params, *pool)
+    else:
+        train_mse = res.loss[-1]
+    return res.params, train_mse
 
 
 def best_isotropic_head(cfg, n_tasks=64, n_queries=64, key=None):
@@ -141,8 +161,9 @@ def best_isotropic_head(cfg, n_tasks=64, n_queries=64, key=None):
     covs = mixes[0].covs
     w = mixes[0].weights
 
-    @jax.jit
-    def obj(t):
+    def obj(t, data):
+        means, Z, F, covs, w = data
+
         def per_task(m, z, f):
             mix = GaussianMixture.tree_unflatten(None, (w, m, covs))
             eye = jnp.eye(cfg.d)
@@ -151,21 +172,15 @@ def best_isotropic_head(cfg, n_tasks=64, n_queries=64, key=None):
 
         return jnp.mean(jax.vmap(per_task)(means, Z, F))
 
-    vg = jax.jit(jax.value_and_grad(obj))
-    best = None
-    for b0 in (1.0 / cfg.sz_sq, 0.5 / cfg.sz_sq, 2.0 / cfg.sz_sq):
-        res = scipy.optimize.minimize(lambda t: tuple(np.asarray(v) for v in vg(jnp.asarray(t))),
-                                      np.array([b0, 1.0]), jac=True, method="L-BFGS-B")
-        if best is None or res.fun < best.fun:
-            best = res
+    x0s = [jnp.array([b0, 1.0]) for b0 in (1.0 / cfg.sz_sq, 0.5 / cfg.sz_sq, 2.0 / cfg.sz_sq)]
+    best = minimize_lbfgs(obj, x0s[0], (means, Z, F, covs, w), starts=x0s[1:])
     return float(best.fun), float(best.x[0]), float(best.x[1])
 
 
 def _run_point(cfg, point, key):
     kind, mode = point["kind"], point["mode"]
     t0 = time.perf_counter()
-    params, train_mse = jax.vmap(lambda k: _train(k, kind, mode, cfg))(
-        jax.random.split(key, cfg.seeds))
+    params, train_mse = _train(jax.random.split(key, cfg.seeds), kind, mode, cfg)
     jax.block_until_ready(params)
     wall = time.perf_counter() - t0
     toks, zq, xq, fstar = clean_prompts(stream_key(cfg.seed, "clean-test"), cfg.test, cfg)

@@ -1,34 +1,25 @@
-"""Checks 24–32 of reference §6: Bayes denoising with softmax attention."""
+"""Checks 24–33 of reference §6: Bayes denoising with softmax attention."""
 
 from __future__ import annotations
-
-from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import scipy.optimize
 import sympy as sp
 
 from .. import denoising as D
+from .. import stats
 from ..mixture import GaussianMixture
 from ..operators import softmax_attention, softmax_attention_limit
-from ..problems import random_attention, random_mixture, stream_key
+from ..problems import random_attention, random_mixture, sample_prompts, stream_key
 from ..quadrature import expect_mixture
-from ..simulations.prompt_convergence import _sample_prompts, fit_loglog
-from ._registry import Outcome, register_check
+from ..training import train
+from ._registry import Outcome, agreement, count, lower_bound, register_check, upper_bound
 from ._registry import rel_error as _rel
 
 SEED = 20261203
-# Figure 2 parameters (reference §4.6), pi = (1/2, 1/2)
-FIG2 = {"m1": (3.0, 0.0), "m2": (0.0, 3.0), "gamma": 1.0, "xi": 2.0}
-
-
-def fig2_mixture(pi1: float = 0.5):
-    return D.figure2_mixture(pi1)[0]
-
-
+FIG2 = D.FIG2  # Figure 2 parameters (reference §4.6), defined once in the library
 
 
 @register_check(
@@ -66,11 +57,21 @@ def check_bayes():
     near = _rel(D.bayes_denoiser(mix3, 1e-4, z), z)
     errs = {"tweedie": tw, "gauss_hermite": gh_err, "limit_xi_large": far,
             "limit_xi_small": near, "mc_max_z": zmax}
-    ok = tw <= 1e-12 and gh_err <= 1e-8 and zmax <= 5 and far <= 1e-6 and near <= 1e-6
-    return Outcome(max(tw, gh_err), 1e-8,
-                   "autodiff and GH (order 60, entire integrand) agree to ~1e-14; MC within "
-                   "5 SE; the limits are O(1/xi^2) and O(xi^2) = 1e-8, tested at 1e-6",
-                   errs, passed=ok)
+    return Outcome(
+        agreement(tw, 1e-12, "eq. (10) and the Tweedie form z + xi^2 grad log p_Z (autodiff) "
+                  "are the same function computed two ways: float64 round-off (stricter than "
+                  "the reference's 1e-8)", name="Tweedie rel. error"),
+        agreement(gh_err, 1e-8, "GH posterior mean E[X phi(z-X)] / E[phi(z-X)] of order 60 "
+                  "on an entire integrand; the reference's quadrature tolerance 1e-8",
+                  name="Gauss-Hermite rel. error"),
+        agreement(zmax, 5.0, "self-normalised importance sampling (4e5 prior draws): max "
+                  "|estimate - eq. (10)| / delta-method SE over 8 coordinates within the "
+                  "reference's 5 SE", name="importance sampling max |z|"),
+        agreement(far, 1e-6, "Remark C.2, xi = 1e4: f* - sum pi_k m_k = O(|z|, |m|) / xi^2 "
+                  "~ 1e-8 x O(10); 1e-6 leaves that factor", name="limit xi -> inf"),
+        agreement(near, 1e-6, "Remark C.2, xi = 1e-4 with Gamma > 0: f*(z) - z = "
+                  "O(xi^2 |Gamma^-1|) ~ 1e-8 x O(10)", name="limit xi -> 0"),
+        details=errs)
 
 
 @register_check(
@@ -96,9 +97,15 @@ def check_eq11():
     m_uneq = m_eq.at[1].multiply(1.5)
     mixu = GaussianMixture.shared([0.3, 0.7], m_uneq, g**2 * jnp.eye(4))
     neq = _rel(D.bayes_denoiser(mixu, xi, z), eq11(m_uneq))
-    return Outcome(eq, 1e-13, "same quantity by two formulas; float64 round-off",
-                   {"equal_norms": eq, "unequal_norms_difference": neq},
-                   passed=eq <= 1e-13 and neq > 1e-3)
+    return Outcome(
+        agreement(eq, 1e-13, "equal norms: (10) and (11) are the same quantity by two "
+                  "formulas; float64 round-off (the reference's 1e-13)",
+                  name="equal norms rel. error"),
+        lower_bound(neq, 1e-3, "unequal norms (|m2| = 1.5 |m1|): the offsets "
+                    "-m_k^T S^-1 m_k / 2 differ by O(|m|^2 / s) = O(1) in the logits, so the "
+                    "two formulas must differ by far more than round-off; 1e-3 is ten orders "
+                    "above the 1e-13 of the equal-norm case", name="unequal norms difference"),
+        details={"equal_norms": eq, "unequal_norms_difference": neq})
 
 
 @register_check(
@@ -108,8 +115,7 @@ def check_eq11():
     "§3.1, §6 check 26",
 )
 def check_noisy_prompt():
-    mix = fig2_mixture(0.4)
-    xi = FIG2["xi"]
+    mix, xi = D.figure2_mixture(0.4)
     mz = D.noisy_mixture(mix, xi)
     U, V, z = random_attention(stream_key(SEED, "c26"), mz, 6, max_quad=1.0, d_out=2)
     S = mz.covs[0]
@@ -120,8 +126,14 @@ def check_noisy_prompt():
     est, se = softmax_attention(toks, U, V, z, return_se=True)
     zmax = float(jnp.max(jnp.abs(est - closed) / se))
     lib = _rel(softmax_attention_limit(mz, U, V, z), closed)
-    return Outcome(zmax, 5.0, "max |closed - MC| / SE over 12 coordinates",
-                   {"library_vs_eq3": lib}, passed=zmax <= 5 and lib <= 1e-13)
+    return Outcome(
+        agreement(zmax, 5.0, "max |eq. (3) on mu_Z - MC| / delta-method SE over 12 "
+                  "coordinates (10^6 noisy tokens, u^T S u <= 1); the reference's 5 SE",
+                  name="max |z|"),
+        agreement(lib, 1e-13, "gmtheory.softmax_attention_limit (eq. (2), per-component) on "
+                  "mu_Z vs eq. (3) written out with S = Gamma + xi^2 I; float64 round-off",
+                  name="library vs eq. (3)"),
+        details={"max_z": zmax, "library_vs_eq3": lib})
 
 
 @register_check(
@@ -163,53 +175,12 @@ def check_two_heads():
                      _rel(V2 @ m1, 0 * m1))
         c3 = _rel(s * (V1 @ U1 + V2 @ U2), gam**2 / s * jnp.eye(d))
         cond = max(cond, c1, c2, c3)
-    return Outcome(max(worst, cond), 1e-12, "exact constructions; float64 round-off",
-                   {"f_star_error": worst, "conditions_error": cond})
-
-
-@partial(jax.jit, static_argnames=("order",))
-def _single_head_value_and_grad(theta, mix, xi, order):
-    """Excess risk of one population head ``theta = (vec U, vec V)`` and its gradient.
-
-    The mixture and ``xi`` are arguments (not constants), so one compilation serves every
-    problem of the same dimension.
-    """
-    d = mix.dim
-
-    def obj(t):
-        mz = D.noisy_mixture(mix, xi)
-        U, V = t[: d * d].reshape(d, d), t[d * d:].reshape(d, d)
-        return D.excess_risk(lambda q: softmax_attention_limit(mz, U, V, q), mix, xi, order)
-
-    return jax.value_and_grad(obj)(theta)
-
-
-def single_head_search(mix, xi, starts, key, order=24, init=None):
-    """Best single-head excess risk over ``starts`` L-BFGS runs (GH objective).
-
-    Starts are ``N(0, 0.5^2)`` entries from ``fold_in(key, i)``; ``init`` (optional) is an
-    extra structured start ``(U, V)``.  Returns the smallest excess found.
-    """
-    d = mix.dim
-    x0s = [np.asarray(0.5 * jax.random.normal(jax.random.fold_in(key, i), (2 * d * d,)))
-           for i in range(starts)]
-    if init is not None:
-        x0s.append(np.concatenate([np.ravel(init[0]), np.ravel(init[1])]))
-    xi_arr = jnp.asarray(float(xi))
-
-    def fun(t):
-        v, g = _single_head_value_and_grad(jnp.asarray(t), mix, xi_arr, order)
-        return float(v), np.asarray(g)
-
-    best = np.inf
-    for th0 in x0s:
-        res = scipy.optimize.minimize(fun, th0, jac=True, method="L-BFGS-B",
-                                      options={"maxiter": 500, "gtol": 1e-10})
-        best = min(best, float(res.fun))
-    return best
-
-
-_single_head_search = single_head_search
+    return Outcome(
+        agreement(worst, 1e-12, "T_1 + T_2 = f* exactly (App. C.6); float64 round-off, the "
+                  "reference's 1e-12", name="max rel. error to f*"),
+        agreement(cond, 1e-12, "(C1), (C2)/(C2') and (C3) are exact linear-algebra identities "
+                  "of the construction; float64 round-off", name="conditions rel. error"),
+        details={"f_star_error": worst, "conditions_error": cond})
 
 
 @register_check(
@@ -230,27 +201,34 @@ def check_single_head():
                                 D.single_head_construction(0.8, 0.8, 3), z),
                  D.bayes_denoiser(mix_eq, 0.8, z))
     # Figure 2 parameters
-    mix = fig2_mixture()
-    xi = FIG2["xi"]
+    mix, xi = D.figure2_mixture()
     two = float(D.excess_risk(lambda q: D.heads_output(
-        D.noisy_mixture(mix, xi), D.two_head_construction(jnp.array(FIG2["m1"]),
-                                                           jnp.array(FIG2["m2"]),
-                                                           FIG2["gamma"], xi), q), mix, xi))
-    best = _single_head_search(mix, xi, 50, jax.random.fold_in(key, 1))
+        D.noisy_mixture(mix, xi), D.two_head_construction(jnp.array(FIG2.m1),
+                                                           jnp.array(FIG2.m2),
+                                                           FIG2.gamma, xi), q), mix, xi))
+    fit = D.single_head_search(mix, xi, 50, jax.random.fold_in(key, 1))
+    best = fit.excess
     # symbolic: V = q U^-1 with q = gamma^2/s^2, V m = a m => U m = (q/a) m;
     # U^T dm = dm/s => q/a = 1/s
     g2, x2 = sp.symbols("gamma2 xi2", positive=True)
     s = g2 + x2
     sol = sp.solve(sp.Eq((g2 / s**2) / (x2 / s), 1 / s), g2)
-    sym_ok = sol == [x2]
-    ok = exact <= 1e-13 and two <= 1e-10 and best >= 1e-3 and sym_ok
-    return Outcome(best, 1e-3,
-                   "best single-head excess must stay >= 1e-3 (7 orders above the two-head "
-                   "construction and the L-BFGS gradient tolerance); exactness at gamma = xi "
-                   "to 1e-13",
-                   {"best_single_head_excess": best, "two_head_excess": two,
-                    "exact_at_gamma_eq_xi": exact, "symbolic_solution": str(sol)},
-                   passed=ok)
+    return Outcome(
+        lower_bound(best, 1e-3, "Thm 4.1 (ii): at gamma^2 = 1 != xi^2 = 4 the best of 50 "
+                    "L-BFGS single-head fits (GH order 24) stays bounded away from 0; 1e-3 is "
+                    "seven orders above the 1e-10 the two-head construction reaches with the "
+                    "same quadrature, so the gap is neither quadrature nor optimiser error",
+                    name="best single-head excess"),
+        upper_bound(two, 1e-10, "the App. C.6 two-head construction at the same parameters "
+                    "reaches the Bayes risk (reference: <= 1e-10)", name="two-head excess"),
+        agreement(exact, 1e-13, "gamma^2 = xi^2: U = S^-1, V = I/2 reproduces f* exactly; "
+                  "float64 round-off, the reference's 1e-13", name="gamma = xi rel. error"),
+        count(int(sol == [x2]), 1, "sympy: conditions (1)-(3) of Prop. C.4 (V = q U^-1, "
+              "V m = a m, U^T dm = dm / s) solve to gamma^2 = xi^2 and nothing else",
+              name="solution set is {xi^2}"),
+        details={"best_single_head_excess": best, "starts": 50,
+                 "excess_per_start": np.sort(fit.excesses), "two_head_excess": two,
+                 "exact_at_gamma_eq_xi": exact, "symbolic_solution": str(sol)})
 
 
 @register_check(
@@ -261,50 +239,61 @@ def check_single_head():
     "§3.2, §6 check 29",
 )
 def check_linear_gap():
-    mix = fig2_mixture()
-    xi = FIG2["xi"]
+    mix, xi = D.figure2_mixture()
     gap, Ra, Rf, A = D.linear_gap(mix, xi)
+    gap, Ra, Rf = float(gap), float(Ra), float(Rf)
     pyth = float(D.excess_risk(lambda q: q @ A.T, mix, xi, 40))
     x, _ = mix.sample(stream_key(SEED, "c29"), 400_000)
     zz = x + xi * jax.random.normal(stream_key(SEED, "c29-noise"), x.shape)
     e = jnp.sum((x - D.bayes_denoiser(mix, xi, zz)) ** 2, 1)
-    mc_z = abs(float(e.mean()) - float(Rf)) / float(e.std() / np.sqrt(e.size))
+    mc, mc_se = stats.mean_se(e)
+    mc_z = float(stats.z_score(mc, Rf, mc_se))
     # trained linear attention: heads V_h Sigma_Z U_h, two layers composed (Lemma C.7)
     Sz = D.noisy_mixture(mix, xi).second_moment()
     Sx = mix.second_moment()
 
-    def risk(A_):
-        return jnp.trace(Sx) - 2 * jnp.trace(A_ @ Sx) + jnp.trace(A_ @ Sz @ A_.T)
+    def excess(p, data):  # R(A) - R(f*) of the network's linear map A (closed form)
+        Sx_, Sz_, Rf_ = data
 
-    def net(p):
-        layer = lambda P: sum(P["V"][h] @ Sz @ P["U"][h] for h in range(2))
-        return layer(p[1]) @ layer(p[0])
+        def layer(P):
+            return sum(P["V"][h] @ Sz_ @ P["U"][h] for h in range(2))
 
-    opt = optax.adam(1e-2)
-    lowest = np.inf
-    for seed in range(4):
-        k = jax.random.fold_in(stream_key(SEED, "c29-train"), seed)
+        A_ = layer(p[1]) @ layer(p[0])
+        return jnp.trace(Sx_) - 2 * jnp.trace(A_ @ Sx_) + jnp.trace(A_ @ Sz_ @ A_.T) - Rf_
+
+    seeds = 4
+    keys = jax.vmap(lambda s: jax.random.fold_in(stream_key(SEED, "c29-train"), s))(
+        jnp.arange(seeds))
+
+    def init(k):
         ks = jax.random.split(k, 4)
-        p = [{"U": 0.3 * jax.random.normal(ks[2 * j], (2, 2, 2)),
-              "V": 0.3 * jax.random.normal(ks[2 * j + 1], (2, 2, 2))} for j in range(2)]
-        state = opt.init(p)
+        return [{"U": 0.3 * jax.random.normal(ks[2 * j], (2, 2, 2)),
+                 "V": 0.3 * jax.random.normal(ks[2 * j + 1], (2, 2, 2))} for j in range(2)]
 
-        @jax.jit
-        def step(p, state):
-            loss, g = jax.value_and_grad(lambda q: risk(net(q)) - Rf)(p)
-            upd, state = opt.update(g, state, p)
-            return optax.apply_updates(p, upd), state, loss
-
-        for _ in range(3000):
-            p, state, loss = step(p, state)
-            lowest = min(lowest, float(loss))
-    ok = gap > 0 and abs(pyth - gap) <= 1e-9 and mc_z <= 5 and lowest >= gap - 1e-10
-    return Outcome(abs(pyth - float(gap)), 1e-9,
-                   "Pythagoras R(A) - R(f*) = E|AZ - f*|^2 evaluated two ways (closed form + "
-                   "GH order 40 vs GH order 40 on a different integrand); MC within 5 SE",
-                   {"gap": float(gap), "R_Astar": float(Ra), "R_fstar": float(Rf),
-                    "A_star": np.asarray(A), "mc_z": mc_z, "lowest_trained_excess": lowest},
-                   passed=ok)
+    # population Adam on the closed-form risk; record_every=1 keeps the excess at every
+    # iterate (the loss of step t is evaluated at the parameters before update t)
+    res = train(lambda p, data, k: excess(p, data), jax.vmap(init)(keys), optax.adam(1e-2),
+                steps=3000, data=(Sx, Sz, jnp.asarray(Rf)), record_every=1, batched=True,
+                metrics_fn=lambda p, data: {"excess": excess(p, data)}, progress=False,
+                checkpoint=False)
+    lowest = float(min(np.min(res.loss), np.min(res.history["excess"])))
+    return Outcome(
+        agreement(abs(pyth - gap), 1e-9,
+                  "Pythagoras: R(A*) - R(f*) (closed form + GH of R(f*) on the f* directions) "
+                  "equals E|A* Z - f*(Z)|^2 (tensor GH, order 40, a different integrand); "
+                  "quadrature agreement, below the reference's 1e-8", name="|E|A*Z - f*|^2 - gap|"),
+        lower_bound(gap, 1e-8, "Thm 4.1 (iii): the linear gap is positive, beyond the "
+                    "reference's quadrature tolerance 1e-8", name="linear gap"),
+        agreement(mc_z, 5.0, "R(f*) by GH vs a Monte Carlo mean of |X - f*(Z)|^2 over 4e5 "
+                  "draws: within the reference's 5 SE", name="R(f*) MC |z|"),
+        lower_bound(lowest, gap - 1e-10, "any linear-attention network is z -> A z and "
+                    "R(A) - R(f*) = gap + tr((A - A*) Sigma_Z (A - A*)^T) >= gap exactly; "
+                    "1e-10 covers float64 round-off of traces of size ~10 (4 seeds, 2 layers "
+                    "x 2 heads, 3000 Adam steps, every iterate)",
+                    name="lowest trained linear-attention excess"),
+        details={"gap": gap, "R_Astar": Ra, "R_fstar": Rf, "A_star": np.asarray(A),
+                 "R_fstar_mc": float(mc), "R_fstar_mc_se": float(mc_se), "mc_z": mc_z,
+                 "lowest_trained_excess": lowest, "lowest_minus_gap": lowest - gap})
 
 
 @register_check(
@@ -328,12 +317,19 @@ def check_degenerate():
                           D.bayes_denoiser(mix, xi, z))
         errs[name + "_heads"] = len(heads)
     mix = GaussianMixture.shared([0.3, 0.7], jnp.stack([m1, m2]), jnp.zeros((2, 2)))
-    best = _single_head_search(mix, xi, 20, jax.random.fold_in(key, 1))
+    best = D.single_head_search(mix, xi, 20, jax.random.fold_in(key, 1)).excess
     errs["best_single_head_excess"] = best
-    ok = errs["independent"] <= 1e-12 and errs["opposite"] <= 1e-12 and best >= 1e-4
-    return Outcome(max(errs["independent"], errs["opposite"]), 1e-12,
-                   "exact constructions; single head must stay >= 1e-4 (20 L-BFGS starts)",
-                   errs, passed=ok)
+    return Outcome(
+        agreement(errs["independent"], 1e-12, "Prop. C.3, independent means: the two-head "
+                  "construction is f* = sum beta_k m_k exactly; float64 round-off",
+                  name="two heads rel. error"),
+        agreement(errs["opposite"], 1e-12, "Prop. C.3, opposite means: the one-head "
+                  "construction is f* exactly; float64 round-off", name="one head rel. error"),
+        lower_bound(best, 1e-4, "d = 2, independent means: one head forces VU = 0, V "
+                    "invertible, U = 0, a constant gate, so it cannot be exact; the best of 20 "
+                    "L-BFGS fits (GH order 24) stays >= 1e-4, eight orders above the "
+                    "constructions' round-off", name="best single-head excess"),
+        details=errs)
 
 
 @register_check(
@@ -358,7 +354,7 @@ def check_transition():
     # lambda < 1: geometric collapse
     out["lambda0.75_final"] = float(jnp.max(jnp.abs(D.iterate_denoiser(mix, 4.0, z0, 200)[-1])))
     # lambda > 1: two attractors, basins by the sign of z_2
-    worst = 0.0
+    worst, u_max = 0.0, 0.0
     contr = []
     for lam in (1.2, 1.5, 2.0, 3.0):
         xi = 3.0 / lam
@@ -369,26 +365,49 @@ def check_transition():
                     float(jnp.max(jnp.abs(tr[1:, :, 0]))))
         contr.append(lam**2 * (1 - u**2))
         # after one step every iterate lies on the open segment |u| < 1
-        assert float(jnp.max(jnp.abs(tr[1:, :, 1]))) < 3.0
+        u_max = max(u_max, float(jnp.max(jnp.abs(tr[1:, :, 1]))) / 3.0)
     out["strong_worst"] = worst
     out["contractions"] = contr
-    out["u_lambda"] = [D.u_lambda(v) for v in (1.2, 1.5, 2.0, 3.0, 6.0)]
-    hyper = D.bayes_denoiser(mix, 2.0, jnp.array([[1.7, 0.0]]))
-    ok = (out["lambda1_rel_err"] <= 1e-4 and out["lambda0.75_final"] <= 1e-12
-          and worst <= 1e-10 and max(contr) < 1 and bool(jnp.all(hyper == 0))
-          and all(np.diff(out["u_lambda"]) > 0))
-    return Outcome(out["lambda1_rel_err"], 1e-4,
-                   "asymptotic law at n = 1e5 (next term O(log n / n) ~ 1e-4); fixed points "
-                   "by brentq to 1e-15", out, passed=ok)
+    out["max_abs_u_after_one_step"] = u_max
+    lams = (1.2, 1.5, 2.0, 3.0, 6.0)
+    out["u_lambda"] = [D.u_lambda(v) for v in lams]
+    hyper = float(jnp.max(jnp.abs(D.bayes_denoiser(mix, 2.0, jnp.array([[1.7, 0.0]])))))
+    out["hyperplane_image"] = hyper
+    below_one = float(np.nextafter(1.0, 0.0))  # "<= this" is "< 1"
+    return Outcome(
+        agreement(out["lambda1_rel_err"], 1e-4, "(a) lambda = 1: |u_n| / sqrt(3/(2n)) - 1 at "
+                  "n = 1e5; the next term of the expansion is O(log n / n) ~ 1e-4 (the "
+                  "reference's 1e-4)", name="lambda = 1 rel. error"),
+        upper_bound(out["lambda0.75_final"], 1e-12, "(a) lambda = 0.75: |u_n| <= lambda^(2n) "
+                    "|u_0| = 0.5625^200 ~ 1e-50 after 200 steps; 1e-12 is far above it",
+                    name="lambda < 1: max |z_200|"),
+        agreement(worst, 1e-10, "(b) lambda in {1.2, 1.5, 2, 3}: after 2000 steps the distance "
+                  "to sign(z_0,2) u_lambda (0,3) has contracted by (lambda^2 (1 - u^2))^2000 "
+                  "< 1e-180; u_lambda by brentq to 1e-15; float64 round-off",
+                  name="max distance to the predicted limit"),
+        upper_bound(u_max, below_one, "(b) after the first step every iterate is "
+                    "c + u_n delta with |u_n| = |tanh(lambda^2 u_{n-1})| < 1",
+                    name="max |u_n|, n >= 1 (must be < 1)"),
+        upper_bound(hyper, 1e-15, "(b) the hyperplane z_2 = 0 maps to c = 0 in one step: "
+                    "beta = (1/2, 1/2) and m_1 = -m_2 cancel (round-off of |m| = 3)",
+                    name="|f*(z)| on z_2 = 0"),
+        count(int(np.sum(np.diff(out["u_lambda"]) <= 0)), 0, "(c) u_lambda increases with "
+              "lambda (lambda = 1.2, 1.5, 2, 3, 6)", name="non-increasing steps of u_lambda"),
+        agreement(1.0 - out["u_lambda"][-1], 1e-15, "(c) u_lambda -> 1: at lambda = 6, "
+                  "1 - u = 2 exp(-72) + ... < 1e-31, i.e. 1 in float64",
+                  name="1 - u_lambda at lambda = 6"),
+        upper_bound(max(contr), below_one, "(d) the contraction lambda^2 (1 - u_lambda^2) at "
+                    "the fixed points is < 1", name="max contraction (must be < 1)"),
+        details=out)
 
 
 @register_check(
     "denoising.32-residual-icl",
     "Prop. 4.4: the task-independent residual two-head architecture equals E[X|Z,task] to "
     "1e-12 on 1000 random admissible tasks (excess risk <= 1e-12 by GH). On finite prompts "
-    "(L = 1e2..3e4) the excess at a fixed query decays like 1/L (slope in [-1.15, -0.85]); "
-    "averaged over queries z ~ mu_Z it decays strictly slower (slope > -0.85), because "
-    "E_z[1/ESS] is infinite.",
+    "(L = 1e2..3e4) the excess at a fixed query decays like 1/L (log-log slope -1 within 5 "
+    "Monte Carlo SE); the reference expects the same slope -1 averaged over queries "
+    "z ~ mu_Z, which is tested as its claim (a FINDING if it does not hold).",
     "§3.6, §5, §6 check 32",
 )
 def check_residual_icl():
@@ -439,21 +458,98 @@ def check_residual_icl():
     Ls = (100, 316, 1000, 3162, 10_000, 31_623)
     reps = 32
     f_fix, f_avg = D.bayes_denoiser(mix, xi, z_fix), D.bayes_denoiser(mix, xi, z_avg)
-    mse_fix, mse_avg = [], []
+    sq_fix, sq_avg = [], []  # (L, reps): squared error per prompt, averaged over queries
     for j, L in enumerate(Ls):
         keys = jax.vmap(lambda r, j=j: jax.random.fold_in(stream_key(SEED, "c32-p"),
                                                          100 * j + r))(jnp.arange(reps))
-        toks = _sample_prompts(mz, keys, L)  # (reps, L, d)
-        mse_fix.append(float(jnp.mean(jnp.sum(
-            (D.residual_icl(mz, P, z_fix, prompt=toks) - f_fix[None]) ** 2, -1))))
-        mse_avg.append(float(jnp.mean(jnp.sum(
-            (D.residual_icl(mz, P, z_avg, prompt=toks) - f_avg[None]) ** 2, -1))))
-    s_fix = fit_loglog(Ls, mse_fix)[0]
-    s_avg = fit_loglog(Ls, mse_avg)[0]
-    ok = worst <= 1e-12 and excess <= 1e-12 and -1.15 <= s_fix <= -0.85 and s_avg > -0.85
-    return Outcome(worst, 1e-12,
-                   "exact identity; float64 round-off. Finite L: fixed-query MSE of an L^-1/2 "
-                   "error, slope -1; query-averaged slope must be slower (heavy-tailed 1/ESS)",
-                   {"max_rel_error": worst, "max_excess_gh": excess, "fixed_query_slope": s_fix,
-                    "query_averaged_slope": s_avg, "mse_fixed": mse_fix,
-                    "mse_averaged": mse_avg, "L": Ls}, passed=ok)
+        toks = sample_prompts(mz, keys, L)  # (reps, L, d)
+        sq_fix.append(np.mean(np.sum(np.asarray(
+            D.residual_icl(mz, P, z_fix, prompt=toks) - f_fix[None]) ** 2, -1), -1))
+        sq_avg.append(np.mean(np.sum(np.asarray(
+            D.residual_icl(mz, P, z_avg, prompt=toks) - f_avg[None]) ** 2, -1), -1))
+    fit_fix, se_fix, mse_fix = _rate(Ls, np.array(sq_fix))
+    fit_avg, se_avg, mse_avg = _rate(Ls, np.array(sq_avg))
+    z_fix_rate = abs(fit_fix.slope + 1.0) / se_fix
+    z_avg_rate = abs(fit_avg.slope + 1.0) / se_avg
+    return Outcome(
+        agreement(worst, 1e-12, "Prop. 4.4 is an exact identity for every admissible task: "
+                  "float64 round-off, the reference's 1e-12", name="max rel. error to f*"),
+        upper_bound(excess, 1e-12, "in-context excess risk by GH (order 12) per task, 10 tasks: "
+                    "the reference's 1e-12", name="max GH excess"),
+        agreement(z_fix_rate, 5.0, "fixed queries z = m_k / 2 (u^T S u = 0.54, ESS ~ 0.6 L): "
+                  "the MSE of a self-normalised estimator with an L^-1/2 error has log-log "
+                  "slope -1; |slope + 1| in units of its Monte Carlo SE (propagated from the "
+                  "per-L SE of 32 prompts) within 5", name="fixed-query |slope + 1| / SE"),
+        agreement(z_avg_rate, 5.0, "the reference (§6 item 32) expects the query-averaged "
+                  "excess to decay like 1/L: |slope + 1| / SE within 5",
+                  name="query-averaged |slope + 1| / SE", finding=_AVG_RATE_FINDING),
+        details={"max_rel_error": worst, "max_excess_gh": excess,
+                 "fixed_query_slope": fit_fix.slope, "fixed_query_slope_se": se_fix,
+                 "fixed_query_fit_r2": fit_fix.r2,
+                 "query_averaged_slope": fit_avg.slope, "query_averaged_slope_se": se_avg,
+                 "query_averaged_fit_r2": fit_avg.r2, "mse_fixed": mse_fix,
+                 "mse_averaged": mse_avg, "L": Ls, "reps": reps, "queries_averaged": 256})
+
+
+_AVG_RATE_FINDING = (
+    "with U_1 = S^-1 the softmax weights are w = exp(z^T S^-1 Z_i), so at a query z the "
+    "effective sample size is ESS ~ L exp(-z^T S^-1 z) and the MSE ~ C exp(z^T S^-1 z) / L "
+    "while ESS >> 1. For z ~ N(m, S), y = S^-1/2 z is N(S^-1/2 m, I) and E exp(|y|^2) is "
+    "infinite (a chi-square MGF at t = 1 > 1/2), so E_z[1/ESS] diverges: queries with "
+    "|y|^2 < log L contribute (1/L) int e^{|y|^2/2} ~ L^-1/2 polylog L, and the ones beyond "
+    "(ESS < 1, O(1) error each) have mass ~ L^-1/2 polylog L. The query-averaged excess "
+    "therefore decays like L^-1/2 up to logarithms, not 1/L; the fixed-query rate above "
+    "confirms the 1/L law where ESS is bounded below.")
+
+
+def _rate(Ls, sq):
+    """Log-log fit of the mean over prompts of ``sq`` (L, reps) against ``L``, and the
+    slope's Monte Carlo SE propagated from the per-L standard errors (independent prompts
+    at every L): ``var(slope) = sum_i c_i^2 var(log mean_i)``, ``c_i = (x_i - xbar)/Sxx``."""
+    mean, se = stats.mean_se(sq, axis=1)
+    fit = stats.fit_loglog(Ls, mean)
+    x = np.log(np.asarray(Ls, float))
+    c = (x - x.mean()) / np.sum((x - x.mean()) ** 2)
+    slope_se = float(np.sqrt(np.sum(c**2 * (se / mean) ** 2)))
+    return fit, slope_se, mean
+
+
+@register_check(
+    "denoising.33-figure2-two-heads",
+    "Figure 2 (quick form): two population heads trained by online SGD at the Figure 2 "
+    "parameters (step 2e-3, gradient-norm clipping at 10, N(0, 0.1^2) initial entries, "
+    "batches of 64 fresh Z ~ mu_Z, 4 seeds x 4000 steps) reach a Gauss-Hermite excess risk "
+    "(mean of the last 10 evaluations, 200 steps) below the best single head's (10 L-BFGS "
+    "starts) and below the linear-attention gap, on every seed.",
+    "§4.6, §6 check 33",
+)
+def check_figure2_two_heads():
+    key = stream_key(SEED, "c33")
+    mix, xi = D.figure2_mixture()
+    seeds, steps, every, tail = 4, 4000, 20, 10
+    run = D.train_heads(mix, xi, jax.random.fold_in(key, 0), seeds=seeds, steps=steps,
+                        lr=2e-3, clip=10.0, batch=64, init_scale=0.1, eval_every=every,
+                        order=20, progress=False)
+    final = run.excess[:, -tail:].mean(1)  # tail average: not one noisy SGD iterate
+    starts = 10
+    single = D.single_head_search(mix, xi, starts, jax.random.fold_in(key, 1), order=24).excess
+    gap = float(D.linear_gap(mix, xi)[0])
+    worst = float(final.max())
+    return Outcome(
+        upper_bound(worst, single, "Thm 4.1: two heads can reach the Bayes denoiser, one "
+                    "cannot (gamma^2 != xi^2); the worst seed's tail-averaged excess after "
+                    f"{steps} SGD steps must be below the best single head found by {starts} "
+                    "L-BFGS starts (check 28 uses 50; 10 keep this check quick, and more "
+                    "starts could only lower the single-head value)",
+                    name="worst seed two-head excess vs best single head"),
+        upper_bound(worst, gap, "Thm 4.1 (iii): softmax heads get below the best linear "
+                    "(attention) denoiser's excess R(A*) - R(f*)",
+                    name="worst seed two-head excess vs linear gap"),
+        details={"tail_averaged_excess": final, "initial_excess": run.excess[:, 0],
+                 "best_single_head_excess": single, "single_head_starts": starts,
+                 "linear_gap": gap,
+                 "fraction_below_single_head": float(np.mean(final < single)),
+                 "fraction_below_1e-3": float(np.mean(final < 1e-3)),
+                 "seeds": seeds, "steps": steps, "eval_every": every,
+                 "tail_evaluations": tail, "init": "N(0, 0.1^2) per entry of U_h, V_h",
+                 "batch": 64, "gh_order": 20})
