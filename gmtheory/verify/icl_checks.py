@@ -11,7 +11,8 @@ from scipy.special import erf
 
 from .. import hermite, icl
 from ..problems import stream_key
-from ._registry import Outcome, register_check
+from ..stats import bonferroni_t, mean_se
+from ._registry import Outcome, agreement, register_check, upper_bound
 
 SEED = 20261205
 
@@ -23,7 +24,7 @@ SEED = 20261205
     "linear-attention-icl.md §3",
 )
 def check_mp():
-    det, worst, ok = {}, 0.0, True
+    det, fixed_worst, fd_worst, sampled_worst = {}, 0.0, 0.0, 0.0
     d = 600
     for kappa in (0.5, 2.0):
         W = np.asarray(icl.sample_pool(stream_key(SEED, f"mp{kappa}"), d, int(kappa * d),
@@ -38,11 +39,26 @@ def check_mp():
             dfd = abs(float(icl.dM_kappa(x, kappa)) - fd) / abs(fd)
             det[f"kappa{kappa}_x{x}"] = {"M": M, "sampled": sampled, "fixed_point": fixed,
                                          "derivative_fd": dfd}
-            worst = max(worst, fixed, dfd)
-            ok &= abs(sampled - M) / M < 0.02       # O(1/d) fluctuation + bias at d = 600
-    return Outcome(worst, 1e-7, "fixed point exact (round-off); relative FD error with "
-                   "h = 1e-6 x: O(h^2) + O(eps/h) ~ 1e-9; sampled trace within 2% (finite-d "
-                   "bias O(1/d))", det, passed=ok and worst <= 1e-7)
+            fixed_worst, fd_worst = max(fixed_worst, fixed), max(fd_worst, dfd)
+            sampled_worst = max(sampled_worst, abs(sampled - M) / M)
+    return Outcome(
+        agreement(sampled_worst, 0.02, "sampled (1/d) tr(xI + W^T W/k)^-1 at d = 600: "
+                  "fluctuation and bias O(1/d) ~ 0.2%; 2% allows constants up to 10",
+                  name="max relative |sampled - M_kappa|"),
+        agreement(fixed_worst, 1e-12, "closed-form root of the fixed-point quadratic: float64 "
+                  "round-off on O(1) values, ~1e4 eps", name="max fixed-point residual"),
+        agreement(fd_worst, 1e-7, "relative central-difference error with h = 1e-6 x: "
+                  "O((h/x)^2) + O(eps x / h) ~ 1e-10..1e-9", name="max relative |dM - FD|"),
+        details=det)
+
+
+def _large_limit_slope(alpha, rho):
+    """Analytic d e_ICL / ds at s = 0 for tau = kappa = 1/s (ridgeless, tau > 1 branch):
+    with m0 = 1/(1 + q), dm/ds = m0^3, dk*/ds = m0^2 and 1/(tau - 1) = s + O(s^2)."""
+    q = (1 + rho) / alpha
+    m0 = 1 / (1 + q)
+    return ((m0**2 - 1) * (1 + q) * q * q * m0**2 + 2 * (1 + q) * q * q * m0**4
+            + q * q * m0 - 2 * q * q * m0**3 + (q * (1 + rho) + rho) * m0)
 
 
 @register_check(
@@ -53,24 +69,60 @@ def check_mp():
     "linear-attention-icl.md §3",
 )
 def check_limits():
-    det, worst = {}, 0.0
+    det = {}
+    ridge_rel, ridge_lin, idg = 0.0, 0.0, 0.0
+    big_rel, big_tol, first_order = 0.0, np.inf, 0.0
     for alpha, rho in ((10.0, 0.01), (2.0, 0.5)):
         for tau in (0.4, 3.0):
             for kappa in (0.5, 4.0, np.inf):
                 r0 = icl.e_icl_ridgeless(alpha, tau, kappa, rho)
                 r1 = icl.e_icl_ridge(alpha, tau, kappa, rho, 1e-10)
+                r2 = icl.e_icl_ridge(alpha, tau, kappa, rho, 1e-8)
                 e = abs(r1 - r0) / r0
+                lin = abs(100 * (r1 - r0) / (r2 - r0) - 1)
                 key = f"a{alpha}_t{tau}_k{kappa}"
-                det[key] = {"ridgeless": float(r0), "ridge_1e-10": float(r1), "rel": e}
-                worst = max(worst, e)
+                det[key] = {"ridgeless": float(r0), "ridge_1e-10": float(r1),
+                            "ridge_1e-8": float(r2), "rel": e, "linearity": lin}
+                ridge_rel, ridge_lin = max(ridge_rel, e), max(ridge_lin, lin)
                 if np.isinf(kappa):
-                    worst = max(worst, abs(icl.e_idg_ridgeless(alpha, tau, kappa, rho) - r0))
-        big = icl.e_icl_ridgeless(alpha, 1e8, 1e8, rho)
+                    idg = max(idg, abs(icl.e_idg_ridgeless(alpha, tau, kappa, rho) - r0))
         lim = icl.limit_large(alpha, rho)
-        det[f"a{alpha}_large"] = {"e": float(big), "limit": lim}
-        worst = max(worst, abs(big - lim) / lim * 1e-2)   # O(1/tau + 1/kappa) = 1e-8
-    return Outcome(worst, 1e-6, "lambda = 1e-10 perturbs e_ICL by O(lambda / eps) ~ 1e-8; the "
-                   "tau = kappa = 1e8 limit is O(1e-8) from the formula (tested at 1e-4)", det)
+        c1 = _large_limit_slope(alpha, rho)
+        big = icl.e_icl_ridgeless(alpha, 1e8, 1e8, rho)
+        mid = icl.e_icl_ridgeless(alpha, 1e6, 1e6, rho)
+        rel = abs(big - lim) / lim
+        tol = 2 * abs(c1) * 1e-8 / lim + 1e-14
+        fo = abs(1e6 * (mid - lim) / c1 - 1)
+        det[f"a{alpha}_large"] = {"e_1e8": float(big), "limit": lim, "rel": rel,
+                                  "first_order_coefficient": c1, "tolerance": tol,
+                                  "first_order_rel_error_1e6": fo}
+        big_rel, first_order = max(big_rel, rel), max(first_order, fo)
+        big_tol = min(big_tol, tol)  # the stricter of the two cases
+    return Outcome(
+        agreement(big_rel, big_tol,
+                  "raw |e(tau = kappa = 1e8) - limit| / limit; the approach is first order, "
+                  "e - limit = c1 s + O(s^2) with s = 1/tau = 1/kappa and the analytic c1 "
+                  "(|c1| / limit ~ 1), so the tolerance is twice the first-order term "
+                  "2 |c1| 1e-8 / limit (+1e-14 round-off; the smaller of the two cases)",
+                  name="large tau, kappa: relative |e - limit|"),
+        agreement(first_order, 1e-4,
+                  "at tau = kappa = 1e6, 1e6 (e - limit) against the analytic c1: the O(s^2) "
+                  "remainder is 1e-6 relative (x a coefficient ratio <= 1e2); round-off on a "
+                  "1e-7 difference of O(1) values ~1e-9", name="relative |1e6 (e - limit) - c1|"),
+        agreement(ridge_rel, 1e-8,
+                  "ridge lambda = 1e-10 vs ridgeless, raw relative gap: e moves at first order "
+                  "in lambda (next comparison); 1e-8 = 1e2 lambda allows |d log e / d lambda| "
+                  "<= 1e2 with tau kept 0.6 from the divergence at tau = 1; brentq resolves "
+                  "the ridge root to 4 eps", name="ridge (1e-10) vs ridgeless: relative gap"),
+        agreement(ridge_lin, 1e-3,
+                  "the gap is linear in lambda: 100 (e(1e-10) - e0) / (e(1e-8) - e0) = 1 up "
+                  "to O(lambda) ~ 1e-8 and round-off on a 1e-10 difference (1e-6 relative per "
+                  "ulp, x <= 1e2 for the closed forms and brentq's 4 eps); a wrong limit would "
+                  "leave an offset and a ratio far from 1",
+                  name="max |100 gap(1e-10) / gap(1e-8) - 1|"),
+        agreement(idg, 1e-14, "kappa = inf: IDG and ICL are the same formula evaluated two "
+                  "ways; float64 round-off on O(1) values", name="kappa = inf: |e_IDG - e_ICL|"),
+        details=det)
 
 
 def _prompts_mc(key, Gamma, d, ell, rho, n, f=None, pool=None):
@@ -89,8 +141,8 @@ def _prompts_mc(key, Gamma, d, ell, rho, n, f=None, pool=None):
     h = jnp.concatenate([d / ell * jnp.einsum("nl,nld->nd", y, X), jnp.mean(y * y, 1)[:, None]],
                         1)
     pred = jnp.einsum("nd,de,ne->n", xq, Gamma, h)
-    err = (yq - pred) ** 2
-    return float(err.mean()), float(err.std() / np.sqrt(n))
+    m, se = mean_se(np.asarray((yq - pred) ** 2))
+    return float(m), float(se)
 
 
 def _moments(f, kinks, rho):
@@ -126,9 +178,12 @@ def check_exact_error():
     red = abs(float(icl.test_error_nonlinear(Gamma, ell, lin, mu, R)
                     - icl.test_error(Gamma, ell, rho, mu, R)))
     det["nonlinear_formula_with_f_identity"] = red
-    return Outcome(max(zs), 5.0, "z-scores of 4e5-prompt Monte Carlo (P(|N(0,1)| > 5) ~ 6e-7); "
-                   "the reduction is exact algebra (1e-12)", det,
-                   passed=max(zs) <= 5 and red <= 1e-12)
+    return Outcome(
+        agreement(max(zs), 5.0, "z-scores of 4e5-prompt Monte Carlo (P(|N(0,1)| > 5) ~ 6e-7 "
+                  "each, three cases)", name="max |z| exact vs Monte Carlo"),
+        agreement(red, 1e-12, "the nonlinear formula with f(z) = z is the linear one: exact "
+                  "algebra, float64 round-off", name="|nonlinear(f = id) - linear|"),
+        details=det)
 
 
 def _sim_error(key, d, alpha, tau, kappa, rho, lam, trials, f=None, mom=None):
@@ -139,7 +194,8 @@ def _sim_error(key, d, alpha, tau, kappa, rho, lam, trials, f=None, mom=None):
         e = icl.test_error(r.Gamma, ell, rho) if mom is None else \
             icl.test_error_nonlinear(r.Gamma, ell, mom)
         out.append(float(e))
-    return float(np.mean(out)), float(np.std(out, ddof=1) / np.sqrt(trials))
+    m, se = mean_se(out)
+    return float(m), float(se)
 
 
 @register_check(
@@ -158,13 +214,17 @@ def check_sim_theory():
         m, se = _sim_error(stream_key(SEED, f"sim{d}"), d, alpha, tau, kappa, rho, lam, trials)
         det[f"d{d}"] = {"mean": m, "se": se, "gap": m - theory}
         gaps.append(abs(m - theory))
+    # two sizes: the exponent is the slope through two points (its SE from the trials' SEs)
     slope = float(np.log(gaps[1] / gaps[0]) / np.log(48 / 16))
     det["gap_slope_in_d"] = slope
+    det["gap_slope_se"] = float(np.hypot(det["d16"]["se"] / gaps[0], det["d48"]["se"] / gaps[1])
+                                / np.log(48 / 16))
     det["d_times_gap"] = [16 * gaps[0], 48 * gaps[1]]
-    ok = gaps[1] < gaps[0] and -1.6 <= slope <= -0.6
-    return Outcome(abs(slope + 1), 0.6, "finite-size bias O(1/d): the fitted exponent of the "
-                   "gap in d must lie in [-1.6, -0.6] (two sizes, SE ~ 0.01-0.04)", det,
-                   passed=ok)
+    # the window excludes 0, so "the gap shrinks" is part of this comparison
+    return Outcome(agreement(abs(slope + 1), 0.6, "finite-size bias O(1/d): the exponent of the "
+                             "gap in d must lie in [-1.6, -0.6] (two sizes; higher orders "
+                             "O(1/d^2) and the trials' SEs move it)", name="|exponent + 1|"),
+                   details=det)
 
 
 EQUIV_FS = {"relu": (lambda z: np.maximum(z, 0.0), (0.0,)), "sign": (np.sign, (0.0,)),
@@ -181,7 +241,7 @@ EQUIV_FS = {"relu": (lambda z: np.maximum(z, 0.0), (0.0,)), "sign": (np.sign, (0
 )
 def check_equivalence():
     alpha, tau, kappa, rho, lam = 2.0, 2.0, np.inf, 0.1, 1e-3
-    det, ok, worst, worst16 = {}, True, 0.0, 0.0
+    det, worst, worst16, vs_theory = {}, 0.0, 0.0, 0.0
     for name, (fn, kinks) in EQUIV_FS.items():
         mom = _moments(fn, kinks, rho)
         c0, c1, m2 = mom["c0"], mom["c1"], mom["m2"]
@@ -205,11 +265,19 @@ def check_equivalence():
             gaps.append(gap)
         det[name] = row
         worst, worst16 = max(worst, gaps[1]), max(worst16, gaps[0])
-        ok &= gaps[1] < 0.05 and row["d40"]["rel_vs_theory"] < 0.1
+        vs_theory = max(vs_theory, row["d40"]["rel_vs_theory"])
     det["max_rel_gap_d16_d40"] = [worst16, worst]
-    ok &= worst < worst16                     # the equivalence tightens with d
-    return Outcome(worst, 0.05, "relative gap between nonlinear and equivalent-linear "
-                   "simulations at d = 40 (reference: a few percent at d = 40)", det, passed=ok)
+    return Outcome(
+        agreement(worst, 0.05, "max relative gap between nonlinear and equivalent-linear "
+                  "simulations at d = 40 (reference: a few percent at d = 40)",
+                  name="max relative gap nonlinear vs equivalent linear, d = 40"),
+        agreement(vs_theory, 0.1, "nonlinear simulation vs the asymptotic equivalent-linear "
+                  "ridge theory at d = 40: finite-d bias O(1/d) ~ 2.5% x O(1) constants",
+                  name="max relative gap nonlinear sim vs theory, d = 40"),
+        upper_bound(worst, worst16, "the equivalence tightens with d: the worst gap at d = 40 "
+                    "stays below the worst gap at d = 16", name="worst gap at d = 40 "
+                    "(bound: worst gap at d = 16)"),
+        details=det)
 
 
 @register_check(
@@ -230,7 +298,9 @@ def check_c1_zero():
         det[name] = {"c1": mom["c1"], "m2": mom["m2"], "predicted": pred, "simulated": m,
                      "se": se}
         worst = max(worst, abs(m - pred) / pred)
-    return Outcome(worst, 0.1, "finite-d (d = 24) bias O(1/d) of the ridgeless formula", det)
+    return Outcome(agreement(worst, 0.1, "finite-d (d = 24) bias O(1/d) of the ridgeless "
+                             "formula", name="max relative |simulated - m2 tau / (tau - 1)|"),
+                   details=det)
 
 
 @register_check(
@@ -243,11 +313,21 @@ def check_c1_zero():
 def check_authors_d10():
     row = icl.quick_figure(10, trials=20, draws=400)
     z = np.abs(row["z_vs_authors"])
+    m, trials, alpha = len(z), 20, 0.05
+    # Bonferroni over the 12 kappas, two-sided, family-wise 5%; the SEs are estimated from
+    # 20 trials on each side, so Student t with the conservative Welch dof min(n) - 1 = 19
+    thr = bonferroni_t(m, trials - 1, alpha)
     det = {"kappas": list(icl.QUICK_FIGURE["kappas"]), "g_task": row["g_task"],
            "authors": row["authors_g_task"], "z": row["z_vs_authors"],
-           "dmmse_z": row["z_dmmse_vs_authors"],
+           "dmmse_z": row["z_dmmse_vs_authors"], "threshold": thr,
            "note": "dMMSE errors are heavy-tailed (the authors' std is ~2 for means ~1), so "
                    "their z-scores are reported but not tested"}
-    return Outcome(float(z.max()), 3.5, "max |z| over 12 kappas; the two-sided 5% Bonferroni "
-                   "bound for 12 comparisons with 20-trial standard errors (t, 19 dof) is 3.27",
-                   det)
+    return Outcome(agreement(
+        float(z.max()), thr,
+        f"max |z| over {m} kappas against the two-sided {alpha:.0%} Bonferroni bound for {m} "
+        f"comparisons with {trials}-trial standard errors (Student t, {trials - 1} dof): "
+        f"{thr:.3f}", name="max |z| vs the authors' saved g_task",
+        finding="the authors' means come from their own sampler and solver (not this "
+                "package's exact O(1) statistics sampler and CG ridge solve), 20 trials each "
+                "side; a systematic difference of either implementation would show here"),
+        details=det)

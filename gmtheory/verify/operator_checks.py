@@ -19,16 +19,22 @@ from ..operators import (
     softmax_score,
     weighted_attention,
 )
-from ..problems import random_attention, random_mixture, scale_to_quad, stream_key
+from ..problems import (
+    make_problem,
+    prompt_sq_errors,
+    random_attention,
+    random_mixture,
+    scale_to_quad,
+    stream_key,
+)
 from ..quadrature import expect_mixture
-from ..simulations.prompt_convergence import fit_loglog, make_problem, prompt_sq_errors
-from ._registry import Outcome, register_check
+from ..stats import fit_loglog, mean_se
+from ._registry import Outcome, agreement, lower_bound, register_check
 from ._registry import rel_error as _rel
 
 SEED = 20261202
 EPS = float(np.finfo(np.float64).eps)
-
-
+ESS_MIN = 300  # operator.06 tests the delta-method (ESS) law only where ESS >= this
 
 
 @register_check(
@@ -45,9 +51,12 @@ def check_prop21_mc():
     est, se = softmax_attention(x, U, V, z, return_se=True)
     zscores = np.abs(np.asarray(est - closed) / np.asarray(se))
     return Outcome(
-        float(zscores.max()), 5.0,
-        "max |closed - MC| / SE over 12 coordinates; P(|N(0,1)| > 5) ~ 6e-7 each",
-        {"max_abs_diff": float(np.max(np.abs(est - closed))), "median_se": float(np.median(se))},
+        agreement(float(zscores.max()), 5.0,
+                  "max |closed - MC| / SE over 12 coordinates; P(|N(0,1)| > 5) ~ 6e-7 each "
+                  "(reference §6 check 1: within 5 delta-method SEs)",
+                  name="max |z| closed form vs Monte Carlo"),
+        details={"max_abs_diff": float(np.max(np.abs(est - closed))),
+                 "median_se": float(np.median(se)), "z": zscores.ravel().tolist()},
     )
 
 
@@ -69,8 +78,10 @@ def check_prop21_gh():
         r = expect_mixture(f, mix, order=60)
         errs.append(V @ (r[1:] / r[0]))
     return Outcome(
-        _rel(jnp.stack(errs), closed), 1e-10,
-        "integrand exp(u.x) x is entire; order-60 GH error is far below 1e-10, float64 sums ~1e-14",
+        agreement(_rel(jnp.stack(errs), closed), 1e-10,
+                  "integrand exp(u.x) x is entire; order-60 GH error is far below 1e-10, "
+                  "float64 sums ~1e-14 (reference §6 check 1: <= 1e-10)",
+                  name="relative error closed form vs Gauss-Hermite"),
     )
 
 
@@ -104,11 +115,16 @@ def check_large_scores():
         vec = [sum(ws[k] / tot * mpmath.mpf(float(expert[k][j])) for k in range(3))
                for j in range(3)]
         ref[i] = Vn @ np.array([float(v) for v in vec])
-    ok = bool(np.all(np.isfinite(out)))
+    # a non-finite output makes the relative error NaN, which fails the first comparison
     return Outcome(
-        _rel(out, ref), 1e-10,
-        "float64 round-off on outputs of size |Gamma u| ~ 1e2 (relative)",
-        {"max_abs_logit": max_logit, "finite": ok}, passed=ok and _rel(out, ref) <= 1e-10,
+        agreement(_rel(out, ref), 1e-10,
+                  "float64 round-off on outputs of size |Gamma u| ~ 1e2 (relative)",
+                  name="relative error vs 50-digit mpmath"),
+        lower_bound(max_logit, 709.78,
+                    "the check must reach the regime it claims: exp overflows float64 above "
+                    "log(DBL_MAX) = 709.78, so the largest |gate logit| must exceed it",
+                    name="max |gate logit|"),
+        details={"max_abs_logit": max_logit},
     )
 
 
@@ -122,8 +138,10 @@ def check_eq3():
     mix = random_mixture(stream_key(SEED, "c2-mix"), 4, 5, shared=True)
     U, V, z = random_attention(stream_key(SEED, "c2-att"), mix, 50, max_quad=3.0)
     return Outcome(
-        _rel(softmax_attention_limit(mix, U, V, z), softmax_attention_limit_shared(mix, U, V, z)),
-        1e-13, "two float64 evaluations of the same algebraic quantity: ~100 eps",
+        agreement(_rel(softmax_attention_limit(mix, U, V, z),
+                       softmax_attention_limit_shared(mix, U, V, z)),
+                  1e-13, "two float64 evaluations of the same algebraic quantity: ~100 eps "
+                  "(reference §6 check 2: 1e-13)", name="relative error eq. (2) vs eq. (3)"),
     )
 
 
@@ -143,14 +161,16 @@ def check_gaussian():
         U, V, z = random_attention(jax.random.fold_in(key, 20 + j), mix, 20, max_quad=2.0)
         direct = (m[0][None] + z @ (cov @ U).T) @ V.T
         errs.append(_rel(softmax_attention_limit(mix, U, V, z), direct))
-    return Outcome(max(errs), 1e-13, "exact identity; float64 round-off ~100 eps",
-                   {"full_rank": errs[0], "rank_2_of_4": errs[1]})
+    return Outcome(agreement(max(errs), 1e-13, "exact identity; float64 round-off ~100 eps",
+                             name="relative error vs V(m + Gamma U z)"),
+                   details={"full_rank": errs[0], "rank_2_of_4": errs[1]})
 
 
 @register_check(
     "operator.04-propA1-decomposition",
     "Prop. A.1: for RBF and softmax alignments, attention on the pooled empirical mixture "
-    "equals sum_k r_k T_a[mu_k], with r_k >= 0 summing to 1.",
+    "equals sum_k r_k T_a[mu_k], with context weights r_k = pi_k int a dmu_k / int a dmu "
+    "(checked against the share of each component in the pooled attention weights).",
     "§1.3, §6 check 4",
 )
 def check_propA1():
@@ -164,22 +184,32 @@ def check_propA1():
     U = 0.4 * jax.random.normal(jax.random.fold_in(key, 10), (d, d))
     pooled = jnp.concatenate(comps)
     pooled_w = jnp.concatenate([jnp.full((L,), w[k] / L) for k, L in enumerate(sizes)])
-    errs, rerr, rmin = {}, 0.0, 1.0
+    owner = jnp.concatenate([jnp.full((L,), k) for k, L in enumerate(sizes)])
+    errs, rerrs = {}, {}
     for name, score in (("rbf", rbf_score(1.3)), ("softmax", softmax_score(U))):
         direct, _ = weighted_attention(score, pooled, pooled_w, z)
         outs, r = mixture_decomposition(score, comps, w, z)
         errs[name] = _rel(jnp.einsum("nk,kni->ni", r, outs), direct)
-        rerr = max(rerr, float(jnp.max(jnp.abs(r.sum(1) - 1))))
-        rmin = min(rmin, float(r.min()))
-    disc = max(max(errs.values()), rerr)
-    return Outcome(disc, 1e-12, "linearity of the integral; float64 sums over 1000 tokens",
-                   {**errs, "r_sum_err": rerr, "r_min": rmin}, passed=disc <= 1e-12 and rmin >= 0)
+        # independent r_k: the share of component k's tokens in the pooled softmax weights
+        p = jax.nn.softmax(score(z, pooled) + jnp.log(pooled_w)[None], axis=1)  # (n, L)
+        r_direct = jnp.stack([jnp.sum(jnp.where(owner == k, p, 0.0), 1)
+                              for k in range(len(sizes))], 1)
+        rerrs[name] = _rel(r, r_direct)
+    # r >= 0 and sum_k r_k = 1 hold by construction (r is a softmax): not tested
+    why = "linearity of the integral; float64 sums over 1000 tokens"
+    return Outcome(
+        agreement(errs["rbf"], 1e-12, why, name="RBF: sum_k r_k T[mu_k] vs pooled"),
+        agreement(errs["softmax"], 1e-12, why, name="softmax: sum_k r_k T[mu_k] vs pooled"),
+        agreement(max(rerrs.values()), 1e-12,
+                  "r_k from per-component log-normalisers vs summed pooled weights: float64 "
+                  "sums over 1000 tokens", name="r_k vs pooled weight shares"),
+        details={**errs, "r_error": rerrs})
 
 
 @register_check(
     "operator.05a-linear-attention",
     "Linear attention: V E[zz^T] U z equals sum_k pi_k T_lin[mu_k](z) and a GH integral "
-    "of (z'^T U z) V z', and is linear in z (no bias).",
+    "of (z'^T U z) V z' at 10 random queries.",
     "§1.4, §6 check 5",
 )
 def check_linear():
@@ -193,15 +223,14 @@ def check_linear():
     )
     gh = jnp.stack([expect_mixture(lambda x, u=U @ q: (x @ u)[:, None] * (x @ V.T), mix, 20)
                     for q in z])
-    a, b = 0.7, -1.9
-    lin = linear_attention_limit(mix, U, V, a * z[:5] + b * z[5:])
-    lin_err = _rel(lin, a * closed[:5] + b * closed[5:])
-    zero = float(jnp.max(jnp.abs(linear_attention_limit(mix, U, V, jnp.zeros((1, 2))))))
-    errs = {"components": _rel(per_comp, closed), "gauss_hermite": _rel(gh, closed),
-            "linearity": lin_err, "T(0)": zero}
-    return Outcome(max(errs.values()), 1e-12,
-                   "exact identities; GH of order 20 is exact for this degree-2 polynomial",
-                   errs)
+    # linearity in z and T(0) = 0 hold by construction (the output is z @ M.T): not tested
+    return Outcome(
+        agreement(_rel(gh, closed), 1e-12,
+                  "GH of order 20 is exact for this degree-2 polynomial; float64 round-off",
+                  name="relative error vs Gauss-Hermite"),
+        agreement(_rel(per_comp, closed), 1e-12,
+                  "exact identity (mixture second moment); float64 round-off",
+                  name="relative error vs sum_k pi_k T_lin[mu_k]"))
 
 
 def _slope_outcome(kind: str, Ls, reps):
@@ -209,8 +238,8 @@ def _slope_outcome(kind: str, Ls, reps):
     key = stream_key(SEED, f"c56-{kind}")
     mse = np.array([float(prompt_sq_errors(jax.random.fold_in(key, i), mix, U, V, z, L, reps,
                                            kind=kind).mean()) for i, L in enumerate(Ls)])
-    slope, _, stderr = fit_loglog(Ls, np.sqrt(mse))
-    return slope, stderr, mse
+    fit = fit_loglog(Ls, np.sqrt(mse))
+    return fit.slope, fit.stderr, mse
 
 
 @register_check(
@@ -222,46 +251,60 @@ def _slope_outcome(kind: str, Ls, reps):
 def check_linear_rate():
     Ls = (100, 1000, 10_000, 100_000, 1_000_000)
     slope, stderr, mse = _slope_outcome("linear", Ls, 16)
-    return Outcome(abs(slope + 0.5), 0.1,
-                   "theory -1/2 (CLT of a second-moment estimator); the reference's "
-                   "[-0.6, -0.4] window", {"slope": slope, "slope_stderr": stderr,
-                                           "rms": np.sqrt(mse).tolist(), "L": Ls})
+    return Outcome(agreement(abs(slope + 0.5), 0.1,
+                             "theory -1/2 (CLT of a second-moment estimator); the reference's "
+                             "[-0.6, -0.4] window", name="|slope + 1/2|"),
+                   details={"slope": slope, "slope_stderr": stderr,
+                            "rms": np.sqrt(mse).tolist(), "L": Ls})
 
 
 @register_check(
     "operator.06-softmax-prompt-rate-and-ess",
     "Finite-prompt softmax attention converges at L^-1/2 (slope in [-0.6,-0.4] over "
-    "L = 1e2..1e6), and at fixed L its error grows with u^T Gamma u as the ESS / "
-    "delta-method variance predicts (within 4 MC standard errors while ESS >= 300).",
+    "L = 1e2..1e6), and at fixed L = 3000 its error grows with u^T Gamma u; where the "
+    "predicted ESS is >= 300 it matches the ESS / delta-method variance within 4 MC "
+    "standard errors (rows with a smaller ESS are reported, not compared).",
     "§5, §6 check 6",
 )
 def check_softmax_rate_ess():
-    Ls = (100, 1000, 10_000, 100_000, 1_000_000)
-    slope, stderr, mse = _slope_outcome("softmax", Ls, 16)
     from ..operators import effective_sample_size, finite_prompt_variance
 
+    Ls = (100, 1000, 10_000, 100_000, 1_000_000)
+    slope, stderr, mse = _slope_outcome("softmax", Ls, 16)
     mix, U, V, z = make_problem(SEED, 3, 3, 4, 1.0)
     zq = z[:1]
     L, reps = 3000, 256
     rows = []
     key = stream_key(SEED, "c6-ess")
-    worst = 0.0
     for i, q in enumerate((0.25, 0.5, 1.0, 2.0)):
         Uq = scale_to_quad(mix, U, zq, q)
         e = np.asarray(prompt_sq_errors(jax.random.fold_in(key, i), mix, Uq, V, zq, L, reps))[:, 0]
-        meas, se = L * e.mean(), L * e.std(ddof=1) / np.sqrt(reps)
+        m, se = mean_se(e)
+        meas, se = L * float(m), L * float(se)
         pred = float(jnp.sum(finite_prompt_variance(mix, Uq, V, zq)))
         ess = float(effective_sample_size(mix, Uq, zq, L)[0])
-        rows.append({"uGu": q, "L_mse": meas, "se": se, "predicted": pred, "ess": ess})
-        worst = max(worst, abs(meas - pred) / se)
-    grows = all(rows[i + 1]["L_mse"] > rows[i]["L_mse"] for i in range(len(rows) - 1))
-    passed = (-0.6 <= slope <= -0.4) and worst <= 4.0 and grows
+        rows.append({"uGu": q, "L_mse": meas, "se": se, "predicted": pred, "ess": ess,
+                     "z": abs(meas - pred) / se})
+    # the delta-method law is asymptotic in the ESS: compare only the rows with ESS >= 300
+    compared = [r for r in rows if r["ess"] >= ESS_MIN]
+    excluded = [{**r, "reason": f"predicted ESS {r['ess']:.0f} < {ESS_MIN}: the heavy-tailed "
+                 "importance weights are not yet sampled, so the asymptotic variance does not "
+                 "apply (README, prompt-convergence finding)"}
+                for r in rows if r["ess"] < ESS_MIN]
+    worst = max((r["z"] for r in compared), default=float("nan"))
+    growth = min(rows[i + 1]["L_mse"] / rows[i]["L_mse"] for i in range(len(rows) - 1))
     return Outcome(
-        abs(slope + 0.5), 0.1,
-        "slope window [-0.6,-0.4] from the reference; ESS agreement within 4 MC SEs "
-        f"(worst {worst:.2f} SE); error increasing in u^T Gamma u: {grows}",
-        {"slope": slope, "slope_stderr": stderr, "rms": np.sqrt(mse).tolist(), "L": Ls,
-         "ess_rows": rows, "worst_ess_z": worst, "gates_sample": np.asarray(
-             attention_gates(mix, U, z)).tolist()},
-        passed=passed,
+        agreement(abs(slope + 0.5), 0.1, "slope window [-0.6,-0.4] from the reference "
+                  "(CLT of a self-normalised estimator)", name="|slope + 1/2|"),
+        agreement(worst, 4.0, f"max over the {len(compared)} rows with ESS >= {ESS_MIN} of "
+                  "|L MSE - delta-method prediction| / SE (256 prompts each); "
+                  "P(|N(0,1)| > 4) = 6e-5 per row",
+                  name="max |z| of L*MSE vs delta method (ESS >= 300)"),
+        lower_bound(growth, 1.0, "the error grows with u^T Gamma u (all four rows): the "
+                    "smallest ratio of consecutive L*MSE must exceed 1",
+                    name="min L*MSE ratio between consecutive u^T Gamma u"),
+        details={"slope": slope, "slope_stderr": stderr, "rms": np.sqrt(mse).tolist(), "L": Ls,
+                 "ess_rows_compared": compared, "ess_rows_excluded": excluded,
+                 "worst_ess_z": worst, "gates_sample": np.asarray(
+                     attention_gates(mix, U, z)).tolist()},
     )
