@@ -492,7 +492,7 @@ def check_residual_icl():
 
 
 _AVG_RATE_FINDING = (
-    "with U_1 = S^-1 the softmax weights are w = exp(z^T S^-1 Z_i), so at a query z the "
+    "With U_1 = S^-1 the softmax weights are w = exp(z^T S^-1 Z_i), so at a query z the "
     "effective sample size is ESS ~ L exp(-z^T S^-1 z) and the MSE ~ C exp(z^T S^-1 z) / L "
     "while ESS >> 1. For z ~ N(m, S), y = S^-1/2 z is N(S^-1/2 m, I) and E exp(|y|^2) is "
     "infinite (a chi-square MGF at t = 1 > 1/2), so E_z[1/ESS] diverges: queries with "
