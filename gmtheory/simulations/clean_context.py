@@ -134,7 +134,7 @@ def _train(key, kind, mode, cfg):
     res = train(loss, p0, optax.adam(cfg.lr), steps=cfg.steps, key=k_data, data=pool,
                 record_every=_record_every(cfg.steps), batched=True,
                 batched_data=mode == "pool", desc=f"clean-context {kind}-{mode}",
-                tag=["clean-context", kind, mode])
+                tag=["clean-context", kind, mode, cfg.lr, cfg.batch])
     if mode == "pool":
         train_mse = jax.jit(jax.vmap(mse))(res.params, *pool)
     else:

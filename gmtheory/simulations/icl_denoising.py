@@ -139,7 +139,8 @@ def _train_seeds(key, kind, L, cfg):
     res = train(loss, p0, opt, steps=cfg.steps, key=k_data,
                 data=(jnp.asarray(cfg.gamma), jnp.asarray(cfg.xi)),
                 record_every=_record_every(cfg.steps), batched=True,
-                desc=f"icl-denoising {kind} L={L}", tag=["icl-denoising", kind, L, batch, nq])
+                desc=f"icl-denoising {kind} L={L}",
+                tag=["icl-denoising", kind, L, batch, nq, cfg.lr])
     return res.params, res.loss.T
 
 
