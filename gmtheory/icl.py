@@ -20,6 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import brentq
 
+from .stats import mean_se
+
 __all__ = ["M_kappa", "dM_kappa", "e_icl_ridgeless", "e_idg_ridgeless", "g_task_ridgeless",
            "e_icl_ridge", "ridge_epsilon", "test_error", "test_error_nonlinear", "sample_pool",
            "sample_statistics", "pretrain", "PretrainResult", "dmmse_error", "limit_large"]
@@ -438,8 +440,9 @@ def quick_figure(d: int, trials: int = 20, draws: int = 1000, seed: int | None =
                                      lam, trials, pad_to=pad)
         gs = np.asarray(e1 - e2)
         res.append(float(np.max(r)))
-        g.append(float(np.mean(gs)))
-        g_se.append(float(np.std(gs, ddof=1) / np.sqrt(trials)))
+        m, se = mean_se(gs)
+        g.append(float(m))
+        g_se.append(float(se))
         kd = jax.random.fold_in(key, 1000 + i)
         pool = sample_pool(jax.random.fold_in(kd, 0), d, pad[0])
         a1, s1 = dmmse_error(jax.random.fold_in(kd, 1), pool, ell, rho, draws, "icl", sz[i][1])

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from gmtheory.simulations import get_simulation, make_config, run_simulation
-from gmtheory.simulations.prompt_convergence import fit_loglog
+from gmtheory.stats import fit_loglog
 
 
 def _check_prompt_convergence(a):

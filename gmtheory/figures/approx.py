@@ -7,7 +7,7 @@ import numpy as np
 from matplotlib.ticker import NullFormatter
 
 from ..simulations.approx_rates import TARGETS
-from ..simulations.prompt_convergence import fit_loglog
+from ..stats import fit_loglog, fit_semilog
 from ._base import Figure, register_figure
 
 TITLES = {
@@ -30,13 +30,13 @@ def draw_rates(a, meta):
         ax.plot(r, b, "k--", lw=1, label="bound")
         if scale == "log":
             x = r - 1 if t == "interpolation" else r
-            slope, icpt, _ = fit_loglog(x, m)
+            slope, icpt = fit_loglog(x, m)[:2]
             ax.plot(r, np.exp(icpt) * x**slope, "-", alpha=0.5,
                     label=f"fit: slope {slope:+.2f}" + (" in p-1" if t == "interpolation" else ""))
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())
         elif t != "reciprocal-newton":
-            slope, icpt = np.polyfit(r, np.log(m), 1)
+            slope, icpt = fit_semilog(r, m)[:2]
             ax.plot(r, np.exp(icpt + slope * r), "-", alpha=0.5,
                     label=f"fit: {slope:+.3f} per level (−log 4 = −1.386)")
         ax.set_yscale("log")

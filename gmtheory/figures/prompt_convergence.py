@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..simulations.prompt_convergence import fit_loglog
+from ..stats import fit_loglog
 from ._base import Figure, register_figure
 
 
@@ -16,7 +16,7 @@ def draw(a, meta):
     rms_l = np.sqrt(a["mse_lin"].mean(1))
     pred = np.sqrt(a["pred_mse_soft"].mean(1))
     for y, lab, mk in ((rms_s, "softmax", "o"), (rms_l, "linear", "s")):
-        slope, icpt, err = fit_loglog(Ls, y)
+        slope, icpt, err = fit_loglog(Ls, y)[:3]
         line = ax1.loglog(Ls, y, mk, label=f"{lab}: measured")[0]
         ax1.loglog(Ls, np.exp(icpt) * Ls**slope, "-", color=line.get_color(), alpha=0.6,
                    label=f"{lab}: fit, slope {slope:+.3f} ± {err:.3f}")

@@ -12,14 +12,13 @@ Two families, each containing the explicit construction of :mod:`gmtheory.approx
   just left of the domain), weights at random.
 
 Every head is :func:`gmtheory.approx.relu` (the two-key softmax head).  All seeds are
-trained in parallel (``vmap``) with optax Adam and a cosine schedule inside one jitted
-``lax.scan``; the reported error is the sup over a dense grid.
+trained at once (``batched=True``) by :func:`gmtheory.training.train`: gradient clipping
+then optax Adam with a cosine schedule; the reported error is the sup over a dense grid.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -27,6 +26,7 @@ import numpy as np
 import optax
 
 from .. import approx as A
+from ..training import train
 from ._base import Simulation, register
 
 __all__ = ["ApproxTrainedConfig", "train_family"]
@@ -99,30 +99,31 @@ def _domain(family, n):
     return jnp.linspace(0.0 if family == "square" else RECIP_A, 1.0, n)
 
 
-@partial(jax.jit, static_argnames=("family", "size", "beta", "seeds", "steps", "n_train"))
+def _record_every(steps: int) -> int:
+    """About 20 records (progress, checkpoints): the smallest divisor of ``steps`` that is
+    at least ``steps // 20``."""
+    return next(r for r in range(max(1, steps // 20), steps + 1) if steps % r == 0)
+
+
 def _train(key, family, size, beta, seeds, steps, lr, n_train):
+    """``seeds`` models trained at once by :func:`gmtheory.training.train` (batched):
+    gradient clipping then Adam with a cosine schedule, full-batch MSE on ``n_train``
+    grid points.  Returns the parameters (leading seed axis) and each seed's training MSE
+    averaged over the last record (the last twentieth of the steps)."""
     x = _domain(family, n_train)
-    y = _target(x, family)
+    data = {"x": x, "y": _target(x, family), "beta": jnp.asarray(beta, x.dtype)}
     sched = optax.cosine_decay_schedule(lr, steps, alpha=1e-3)
     opt = optax.chain(optax.clip_by_global_norm(10.0), optax.adam(sched))
 
-    def loss(p):
-        return jnp.mean((_model(p, x, family, beta) - y) ** 2)
-
-    def one_seed(k):
-        p0 = _init(k, family, size)
-
-        def step(carry, _):
-            p, s = carry
-            val, g = jax.value_and_grad(loss)(p)
-            upd, s = opt.update(g, s, p)
-            return (optax.apply_updates(p, upd), s), val
-
-        (p, _), hist = jax.lax.scan(step, (p0, opt.init(p0)), None, length=steps)
-        return p, hist
+    def mse(p, d):
+        return jnp.mean((_model(p, d["x"], family, d["beta"]) - d["y"]) ** 2)
 
     keys = jax.random.split(key, seeds)
-    return jax.vmap(one_seed)(keys)
+    p0 = jax.vmap(lambda k: _init(k, family, size))(keys)
+    res = train(lambda p, d, _k: mse(p, d), p0, opt, steps=steps, data=data,
+                record_every=_record_every(steps), batched=True,
+                desc=f"approx-trained {family} {size}", tag=["approx-trained", family, size])
+    return res.params, res.loss[-1]
 
 
 def train_family(key, family: str, size: int, *, seeds=4, steps=3000, lr=1e-2, n_train=513):
@@ -135,8 +136,8 @@ def train_family(key, family: str, size: int, *, seeds=4, steps=3000, lr=1e-2, n
     else:
         beta = 1e4
         construct = A.reciprocal_pl_bound(RECIP_A, size, beta)
-    params, hist = _train(key, family, int(size), beta, int(seeds), int(steps), float(lr),
-                          int(n_train))
+    params, final_mse = _train(key, family, int(size), beta, int(seeds), int(steps), float(lr),
+                               int(n_train))
     xe = _domain(family, 8193)
     preds = jax.vmap(lambda p: _model(p, xe, family, beta))(params)
     sup = jnp.max(jnp.abs(preds - _target(xe, family)[None]), axis=1)
@@ -145,7 +146,7 @@ def train_family(key, family: str, size: int, *, seeds=4, steps=3000, lr=1e-2, n
     else:
         constructive = float(jnp.max(jnp.abs(A.reciprocal_pl(xe, RECIP_A, size, beta)[0]
                                              - 1.0 / xe)))
-    return {"sup": sup, "loss": hist[:, -1], "constructive": jnp.asarray(constructive),
+    return {"sup": sup, "loss": jnp.asarray(final_mse), "constructive": jnp.asarray(constructive),
             "bound": jnp.asarray(construct), "beta": jnp.asarray(beta)}
 
 

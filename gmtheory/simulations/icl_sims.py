@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from .. import hermite, icl
+from .. import hermite, icl, stats
 from ._base import Simulation, register
 
 __all__ = ["DoubleDescentConfig", "AlphaConfig", "GtaskConfig", "EquivalenceConfig",
@@ -77,7 +77,7 @@ def _dd_assemble(cfg, points, res):
     out["ridge"] = np.array([[icl.e_icl_ridge(cfg.alpha, t, cfg.kappa, cfg.rho, lam)
                               for t in grid] for lam in cfg.lams])
     sims = np.array([r["e"] for r in res]).reshape(len(cfg.lams), len(cfg.taus), -1)
-    out["sim_mean"], out["sim_se"] = sims.mean(-1), sims.std(-1, ddof=1) / np.sqrt(sims.shape[-1])
+    out["sim_mean"], out["sim_se"] = stats.mean_se(sims, axis=-1)
     return out
 
 
@@ -137,10 +137,11 @@ def _alpha_point(cfg, p, key):
 def _alpha_assemble(cfg, points, res):
     grid = np.logspace(-1.3, 1.2, 80)
     sims = np.array([r["e"] for r in res]).reshape(len(cfg.kappas), len(cfg.alphas), -1)
+    sim_mean, sim_se = stats.mean_se(sims, axis=-1)
     return {"alpha_grid": grid, "alphas": np.array(cfg.alphas), "kappas": np.array(cfg.kappas),
             "theory": np.array([[icl.e_icl_ridge(a, cfg.tau, k, cfg.rho, cfg.lam) for a in grid]
                                 for k in cfg.kappas]),
-            "sim_mean": sims.mean(-1), "sim_se": sims.std(-1, ddof=1) / np.sqrt(sims.shape[-1])}
+            "sim_mean": sim_mean, "sim_se": sim_se}
 
 
 def _alpha_summary(cfg, a):
@@ -203,10 +204,11 @@ def _gtask_assemble(cfg, points, res):
     shape = (len(cfg.alphas), len(cfg.kappas))
     g = np.array([r["g"] for r in res]).reshape(*shape, -1)
     dm = np.array([r["dmmse"] for r in res]).reshape(*shape, 2)
+    sim_mean, sim_se = stats.mean_se(g, axis=-1)
     return {"kappa_grid": grid, "kappas": np.array(cfg.kappas), "alphas": np.array(cfg.alphas),
             "theory": np.array([[icl.g_task_ridgeless(a, 0.2 * a, k, cfg.rho) for k in grid]
                                 for a in cfg.alphas]),
-            "sim_mean": g.mean(-1), "sim_se": g.std(-1, ddof=1) / np.sqrt(g.shape[-1]),
+            "sim_mean": sim_mean, "sim_se": sim_se,
             "dmmse_mean": dm[..., 0], "dmmse_se": dm[..., 1]}
 
 
@@ -301,8 +303,7 @@ def _eq_assemble(cfg, points, res):
         rows = res[i * len(cfg.taus):(i + 1) * len(cfg.taus)]
         for k in ("nonlinear", "equivalent"):
             v = np.array([r[k] for r in rows])
-            out[f"{name}_{k}_mean"] = v.mean(1)
-            out[f"{name}_{k}_se"] = v.std(1, ddof=1) / np.sqrt(v.shape[1])
+            out[f"{name}_{k}_mean"], out[f"{name}_{k}_se"] = stats.mean_se(v, axis=1)
     return out
 
 
@@ -359,11 +360,12 @@ def _fd_point(cfg, p, key):
 def _fd_assemble(cfg, points, res):
     th = icl.e_icl_ridge(cfg.alpha, cfg.tau, cfg.kappa, cfg.rho, cfg.lam)
     e = np.array([r["e"] for r in res])
-    gap = e.mean(1) - th
-    slope = float(np.polyfit(np.log(cfg.ds), np.log(np.abs(gap)), 1)[0])
-    return {"ds": np.array(cfg.ds), "theory": np.asarray(th), "sim_mean": e.mean(1),
-            "sim_se": e.std(1, ddof=1) / np.sqrt(e.shape[1]), "gap": gap,
-            "slope": np.asarray(slope)}
+    sim_mean, sim_se = stats.mean_se(e, axis=1)
+    gap = sim_mean - th
+    fit = stats.fit_loglog(cfg.ds, np.abs(gap))
+    return {"ds": np.array(cfg.ds), "theory": np.asarray(th), "sim_mean": sim_mean,
+            "sim_se": sim_se, "gap": gap, "slope": np.asarray(fit.slope),
+            "slope_stderr": np.asarray(fit.stderr), "slope_r2": np.asarray(fit.r2)}
 
 
 register(Simulation(
@@ -376,4 +378,5 @@ register(Simulation(
                             "sim - theory: " + ", ".join(f"d={d}: {g:+.4f}" for d, g in
                                                           zip(a["ds"], a["gap"], strict=True)),
                             f"fitted slope of |gap| against d: {float(a['slope']):.2f} "
+                            f"+- {float(a.get('slope_stderr', np.nan)):.2f} "
                             "(O(1/d) predicts -1)"]))

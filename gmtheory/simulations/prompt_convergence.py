@@ -16,9 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import stats
 from ..operators import effective_sample_size, finite_prompt_variance
 from ..problems import make_problem, prompt_sq_errors, scale_to_quad
-from ..stats import fit_loglog
 from ._base import Simulation, register
 
 __all__ = ["PromptConvergenceConfig"]
@@ -84,14 +84,14 @@ def _assemble(cfg, points, results):
     lin = np.stack([r["lin"] for r in results[:nL]])
     ess_res = results[nL:]
     lvar = np.asarray(jnp.sum(finite_prompt_variance(mix, U, V, z), axis=-1))  # (n,)
-    lmse = np.array([cfg.L_ess * r["errs"].mean() for r in ess_res])
-    lmse_se = np.array([cfg.L_ess * r["errs"].std(ddof=1) / np.sqrt(r["errs"].size)
-                        for r in ess_res])
+    ess_errs = np.stack([np.asarray(r["errs"]) for r in ess_res], axis=1)  # (reps_ess, levels)
+    lmse, lmse_se = (cfg.L_ess * v for v in stats.mean_se(ess_errs, axis=0))
+    mse_soft, mse_soft_se = stats.mean_se(soft, axis=1)
     return {
         "Ls": Ls,
-        "mse_soft": soft.mean(axis=1),  # (nL, n)
+        "mse_soft": mse_soft,  # (nL, n)
         "mse_lin": lin.mean(axis=1),
-        "mse_soft_se": soft.std(axis=1, ddof=1) / np.sqrt(cfg.reps),
+        "mse_soft_se": mse_soft_se,
         "pred_mse_soft": lvar[None] / Ls[:, None],
         "ess_frac": np.asarray(effective_sample_size(mix, U, z, 1.0)),
         "quad": np.asarray(jnp.einsum("ni,kij,nj->nk", z @ U.T, mix.covs, z @ U.T).max(1)),
@@ -104,10 +104,11 @@ def _assemble(cfg, points, results):
 
 
 def _summary(cfg, a):
-    s_soft = fit_loglog(a["Ls"], np.sqrt(a["mse_soft"].mean(1)))[0]
-    s_lin = fit_loglog(a["Ls"], np.sqrt(a["mse_lin"].mean(1)))[0]
+    s_soft = stats.fit_loglog(a["Ls"], np.sqrt(a["mse_soft"].mean(1)))
+    s_lin = stats.fit_loglog(a["Ls"], np.sqrt(a["mse_lin"].mean(1)))
     lines = [
-        f"RMSE slope vs L: softmax {s_soft:+.3f}, linear {s_lin:+.3f} (theory -0.5)",
+        f"RMSE slope vs L: softmax {s_soft.describe()}, linear {s_lin.describe()} "
+        "(theory -0.5)",
         "u^T Gamma u   L*MSE (measured +- se)   L*MSE (delta method)   ESS/L",
     ]
     for q, m, se, p, e in zip(a["quad_levels"], a["lmse"], a["lmse_se"], a["lmse_pred"],
