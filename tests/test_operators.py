@@ -67,6 +67,23 @@ def test_query_blocking_matches(problem, key):
     np.testing.assert_allclose(big, small, rtol=1e-13)
 
 
+def test_public_cores_match_the_checked_operators(problem, key):
+    """The unchecked cores that bench uses are the operators' own computations."""
+    from gmtheory import operators
+
+    mix, U, V, z = problem
+    np.testing.assert_allclose(operators.softmax_limit_blocked(mix, U, V, z),
+                               g.softmax_attention_limit(mix, U, V, z), rtol=1e-14)
+    toks, _ = mix.sample(key, 3000)
+    for chunk in (1000, 3000):  # several chunks (running log-sum-exp) and one block
+        out, se = operators.online_softmax(toks, z @ U.T, V, chunk=chunk)
+        np.testing.assert_allclose(out, g.softmax_attention(toks, U, V, z), rtol=1e-12)
+        np.testing.assert_array_equal(se, 0.0)
+    _, se = operators.online_softmax(toks, z @ U.T, V, chunk=1000, with_se=True)
+    _, se_ref = g.softmax_attention(toks, U, V, z, chunk=1000, return_se=True)
+    np.testing.assert_allclose(se, se_ref, rtol=1e-12)
+
+
 def test_bad_inputs_named(problem):
     mix, U, V, z = problem
     with pytest.raises(ValueError, match="U: expected shape"):
