@@ -38,20 +38,22 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from jax.flatten_util import ravel_pytree
 
 from ._validation import as_float_array, check_finite, check_psd, check_shape, is_concrete
 from .mixture import GaussianMixture
-from .quadrature import _rule_np
+from .quadrature import gauss_hermite_nodes
+from .training import train
 
 __all__ = [
     "LDAProblem", "LDAParams", "Effective", "config", "CONFIGS",
     "bayes_score", "bayes_risk", "posterior", "phi", "predictor", "effective_score",
-    "risk", "risk_eff", "grad", "grad_eff", "hessian", "hess_eff", "jacobian_phi",
+    "risk", "risk_eff", "grad", "grad_eff", "value_and_grad", "hessian", "hess_eff", "jacobian_phi",
     "bayes_parameters", "params_from_matrices", "lemma_b1_output", "label_augmented_mixture",
     "krylov_basis", "invariant_set_residual", "dist_E1", "dist_E2", "zeta_R",
     "reduced_loss", "sample", "prompt_predictor", "gradient_descent", "flatten", "unflatten",
-    "linear_attention_optimum", "linear_limit_weight", "table3_start",
+    "linear_attention_optimum", "linear_limit_weight", "table3_start", "sgd_noise_floor",
 ]
 
 DEFAULT_ORDER = 64
@@ -187,7 +189,7 @@ def posterior(prob: LDAProblem, x):
 def bayes_risk(prob: LDAProblem, order: int = 200):
     """``R*`` by 1-D Gauss–Hermite on ``f*(X) ~ N(w*^T m_c + b*, w*^T Gamma w*)``."""
     w, b = bayes_score(prob)
-    t, om = (jnp.asarray(a) for a in _rule_np(order, 1))
+    t, om = (jnp.asarray(a) for a in gauss_hermite_nodes(order, 1))
     sd = jnp.sqrt(w @ prob.cov @ w)
     out = 0.0
     for c, m, p in ((1.0, prob.m_pos, prob.pi_pos), (-1.0, prob.m_neg, 1 - prob.pi_pos)):
@@ -282,7 +284,7 @@ def _nodes(prob: LDAProblem, dirs, order: int, gate_nodes: int | None = None):
     AQ = A @ Q
     means = jnp.stack([prob.m_pos, prob.m_neg])
     if gate_nodes is None:
-        t, om = (jnp.asarray(a) for a in _rule_np(order, k))
+        t, om = (jnp.asarray(a) for a in gauss_hermite_nodes(order, k))
         t, om = jnp.broadcast_to(t, (2, *t.shape)), jnp.broadcast_to(om, (2, *om.shape))
     else:
         kappa = R[0, 0]                           # s^T X = s^T m_c + kappa t_1
@@ -290,7 +292,7 @@ def _nodes(prob: LDAProblem, dirs, order: int, gate_nodes: int | None = None):
         ok = jnp.abs(kappa) > 1e-300
         center = jnp.where(ok, -gate / jnp.where(ok, kappa, 1.0), 0.0)      # (2,)
         t1, w1 = jax.vmap(lambda c: _gate_rule(c, kappa, gate_nodes))(center)
-        tr, wr = (jnp.asarray(a) for a in _rule_np(order, k - 1))
+        tr, wr = (jnp.asarray(a) for a in gauss_hermite_nodes(order, k - 1))
         n1, nr = t1.shape[1], tr.shape[0]
         t = jnp.concatenate([jnp.broadcast_to(t1[:, :, None, None], (2, n1, nr, 1)),
                              jnp.broadcast_to(tr[None, None], (2, n1, nr, k - 1))],
@@ -362,15 +364,21 @@ def grad_eff(prob: LDAProblem, zeta: Effective, order: int = DEFAULT_ORDER,
     by node, exact at Bayes points; ``"class"`` (default for d > 2) uses the
     class-conditional derivative on a 2-D projection (``"eta"`` needs a 3-D one there).
     ``gate_nodes`` as in :func:`risk_eff` (default: plain GH, for speed)."""
+    return _value_and_grad_eff(prob, zeta, order, form, gate_nodes)[1]
+
+
+def _value_and_grad_eff(prob, zeta, order, form, gate_nodes):
+    """``(R~ on the gradient's nodes, grad_eff)``: the risk costs one softplus per node."""
     form = _resolve_form(prob, form)
     X, om, _ = _nodes(prob, _dirs(prob, zeta, form), order, gate_nodes)
-    _, sg, _, l1, _ = _pointwise(prob, zeta, X, form)
+    _, sg, loss, l1, _ = _pointwise(prob, zeta, X, form)
     W = _class_weights(prob) * l1 * om            # (2, n): pi_c omega_ci l'
     gw = jnp.einsum("cn,cnd->d", W, X)
     gb = jnp.sum(W)
     gr = jnp.sum(W * sg)
     gs = zeta.r * jnp.einsum("cn,cnd->d", W * sg * (1 - sg), X)
-    return Effective(gw, gb, gr, gs)
+    value = jnp.sum(_class_weights(prob) * loss * om)
+    return value, Effective(gw, gb, gr, gs)
 
 
 def hess_eff(prob: LDAProblem, zeta: Effective, order: int = DEFAULT_ORDER,
@@ -435,12 +443,23 @@ def risk(prob: LDAProblem, theta: LDAParams, order: int = DEFAULT_ORDER,
 def grad(prob: LDAProblem, theta: LDAParams, order: int = DEFAULT_ORDER,
          form: str | None = None) -> LDAParams:
     """Lemma B.10, written out block by block from Lemma B.9's effective gradient."""
+    return value_and_grad(prob, theta, order, form)[1]
+
+
+def value_and_grad(prob: LDAProblem, theta: LDAParams, order: int = DEFAULT_ORDER,
+                   form: str | None = None):
+    """``(R(theta), grad R(theta))`` with Lemma B.10's analytic gradient (:func:`grad`).
+
+    The risk is evaluated on the gradient's own Gauss–Hermite nodes (plain GH on the
+    gate axis, one softplus per node), so it costs almost nothing beside the gradient;
+    for an accurate risk at a sharp gate use :func:`risk`.  This is the
+    ``value_and_grad_fn`` of population training (:func:`gradient_descent`)."""
     U11, u12, v21, v22 = theta
-    gw, gb, gr, gs = grad_eff(prob, phi(prob, theta), order, form)
+    value, (gw, gb, gr, gs) = _value_and_grad_eff(prob, phi(prob, theta), order, form, None)
     G = prob.cov
     dm = prob.delta_m
-    return LDAParams(jnp.outer(gw, G @ v21) + jnp.outer(gs, dm), 2 * gs,
-                     G @ U11.T @ gw + gb * prob.m_neg + gr * dm, -gb + 2 * gr)
+    return value, LDAParams(jnp.outer(gw, G @ v21) + jnp.outer(gs, dm), 2 * gs,
+                            G @ U11.T @ gw + gb * prob.m_neg + gr * dm, -gb + 2 * gr)
 
 
 def jacobian_phi(prob: LDAProblem, theta: LDAParams):
@@ -450,14 +469,14 @@ def jacobian_phi(prob: LDAProblem, theta: LDAParams):
 
 
 def hessian(prob: LDAProblem, theta: LDAParams, order: int = DEFAULT_ORDER,
-            form: str | None = None):
+            form: str | None = None, gate_nodes: int | None = None):
     """``grad^2 R(theta) = DPhi^T grad^2 R~ DPhi + sum_j (grad R~)_j grad^2 Phi_j``
-    (flat order of :func:`flatten`)."""
+    (flat order of :func:`flatten`; ``form`` and ``gate_nodes`` as in :func:`grad_eff`)."""
     vec, unr = ravel_pytree(theta)
     zeta = phi(prob, theta)
     J = jacobian_phi(prob, theta)
-    g = _flat_eff(grad_eff(prob, zeta, order, form))
-    Hz = hess_eff(prob, zeta, order, form)
+    g = _flat_eff(grad_eff(prob, zeta, order, form, gate_nodes))
+    Hz = hess_eff(prob, zeta, order, form, gate_nodes)
     H2 = jax.hessian(lambda v: g @ _flat_eff(phi(prob, unr(v))))(vec)
     return J.T @ Hz @ J + H2
 
@@ -618,29 +637,70 @@ def linear_limit_weight(prob: LDAProblem, theta: LDAParams):
 
 # ---------------------------------------------------------------- gradient descent ----
 
+def _gd_metrics(order):
+    def metrics(theta, prob):
+        zeta = phi(prob, theta)
+        return {"dist_E1": dist_E1(prob, zeta), "dist_E2": dist_E2(prob, zeta),
+                "risk": risk_eff(prob, zeta, order), "theta": ravel_pytree(theta)[0]}
+    return metrics
+
+
 def gradient_descent(prob: LDAProblem, theta0: LDAParams, lr: float, steps: int,
-                     record_every: int = 1, order: int = DEFAULT_ORDER):
+                     record_every: int = 1, order: int = DEFAULT_ORDER, *,
+                     progress: bool | None = None):
     """Population gradient descent ``theta <- theta - lr grad R(theta)`` with Lemma B.10's
-    analytic gradient, as one jitted ``lax.scan``.  Returns ``(theta_final, trace)`` where
-    ``trace`` has ``dist_E1``, ``dist_E2``, ``risk`` and the flat ``theta`` every
-    ``record_every`` steps (``steps // record_every`` rows)."""
+    analytic gradient: :func:`gmtheory.training.train` with ``optax.sgd(lr)`` and
+    :func:`value_and_grad` (no sampling; the problem is passed as ``data``, so one
+    compiled program serves every problem of the same dimension).  Returns
+    ``(theta_final, trace)`` where ``trace`` has ``dist_E1``, ``dist_E2``, ``risk`` and the
+    flat ``theta`` every ``record_every`` steps (``steps // record_every`` rows), and
+    ``loss``, the mean of the risk on the gradient's nodes over each record."""
     if steps % record_every:
         raise ValueError(f"steps: {steps} is not a multiple of record_every={record_every}.")
-    return _gd(prob, theta0, jnp.asarray(lr, dtype=prob.m_pos.dtype), steps // record_every,
-               record_every, order)
+    res = train(None, theta0, optax.sgd(lr), steps=steps, data=prob,
+                value_and_grad_fn=lambda th, p, _key: value_and_grad(p, th, order),
+                record_every=record_every, metrics_fn=_gd_metrics(order),
+                progress=progress, desc="lda population GD")
+    return res.params, {**res.history, "loss": res.loss}
 
 
-@partial(jax.jit, static_argnames=("outer", "inner", "order"))
-def _gd(prob, theta0, lr, outer, inner, order):
-    def step(th, _):
-        g = grad(prob, th, order)
-        new = jax.tree.map(lambda a, b: a - lr * b, th, g)
-        return new, None
+@partial(jax.jit, static_argnames=("order", "form", "gate_nodes"))
+def _hessians(prob, theta, order, form, gate_nodes):
+    return jax.vmap(lambda th: hessian(prob, th, order, form, gate_nodes))(theta)
 
-    def block(th, _):
-        th, _ = jax.lax.scan(step, th, None, length=inner)
-        zeta = phi(prob, th)
-        return th, {"dist_E1": dist_E1(prob, zeta), "dist_E2": dist_E2(prob, zeta),
-                    "risk": risk_eff(prob, zeta, order), "theta": ravel_pytree(th)[0]}
 
-    return jax.lax.scan(block, theta0, None, length=outer)
+def sgd_noise_floor(prob: LDAProblem, theta: LDAParams, lr: float, batch: int,
+                    order: int = DEFAULT_ORDER, *, batched: bool = False,
+                    gate_nodes: int | None = GATE_NODES, rtol: float = 1e-9):
+    """Stationary excess risk of constant-step SGD (step ``lr``, ``batch`` fresh samples
+    per step) near the Bayes manifold, from the linearised (Ornstein–Uhlenbeck) dynamics
+    at ``theta``: returns ``(mean, sd)`` of the excess ``R(theta_t) - R*`` of a run that
+    has reached its noise floor (arrays over the leading axis when ``batched``).
+
+    Near a point of Theta* the loss is quadratic with Hessian ``H = grad^2 R(theta)``
+    and, the logistic model being well specified there (``f_theta = f*``), the
+    per-sample gradient covariance is the Fisher matrix ``E[eta(1-eta) grad f grad f^T]
+    = H`` (Prop. B.12).  SGD ``theta <- theta - lr (H theta + xi)`` with
+    ``Cov(xi) = H / batch`` then has, in each eigendirection ``lambda_i > 0`` of ``H``,
+    the stationary variance ``p_i = lr / (batch (2 - lr lambda_i))``; the excess
+    ``sum_i lambda_i x_i^2 / 2`` has mean ``sum_i lambda_i p_i / 2`` and variance
+    ``sum_i (lambda_i p_i)^2 / 2`` (independent Gaussian modes).  Flat directions
+    (eigenvalues below ``rtol`` times the largest) carry no noise and no excess.  The
+    Hessian integrates the gate axis with ``gate_nodes`` nodes (:func:`risk_eff`), as
+    SGD runs may end with sharp gates."""
+    th = theta if batched else jax.tree.map(lambda a: jnp.asarray(a)[None], theta)
+    Hs = np.asarray(_hessians(prob, th, order, None, gate_nodes))
+    means, sds = [], []
+    for H in Hs:
+        ev = np.linalg.eigvalsh(H)
+        lam = ev[ev > rtol * ev.max()]
+        if np.any(lr * lam >= 2):
+            raise ValueError(f"lr: {lr} is unstable for this Hessian (lr * lambda_max = "
+                             f"{lr * lam.max():.3g} >= 2); constant-step SGD has no noise "
+                             f"floor.")
+        lp = lam * lr / (batch * (2 - lr * lam))
+        means.append(0.5 * lp.sum())
+        sds.append(np.sqrt(0.5 * np.sum(lp**2)))
+    if batched:
+        return np.array(means), np.array(sds)
+    return float(means[0]), float(sds[0])

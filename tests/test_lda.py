@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from gmtheory import lda
-from gmtheory.simulations import run_simulation
-from gmtheory.simulations.lda_sims import fit_rate
+from gmtheory.simulations import lda_sims, run_simulation
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -69,24 +68,69 @@ def test_risk_works_in_high_dimension():
     np.testing.assert_allclose(lda.risk_eff(prob, z0), np.log(2), atol=1e-14)
 
 
+def test_value_and_grad_matches_grad_and_plain_gh_risk():
+    prob = lda.config("C1")
+    th = lda.table3_start("theta2", prob)._replace(u12=jnp.array([0.3, -0.2]))
+    val, g = lda.value_and_grad(prob, th, 48)
+    for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(lda.grad(prob, th, 48)), strict=True):
+        np.testing.assert_array_equal(a, b)
+    # the value is the risk on the gradient's own (plain GH) nodes, class-conditional form
+    np.testing.assert_allclose(val, lda.risk(prob, th, 48, gate_nodes=None), rtol=0, atol=1e-14)
+
+
+def test_gradient_descent_records_and_validates():
+    prob = lda.config("C1")
+    th = lda.table3_start("theta1", prob)
+    thf, tr = lda.gradient_descent(prob, th, 1e-3, 40, record_every=10, order=24,
+                                   progress=False)
+    assert tr["dist_E1"].shape == (4,) and tr["theta"].shape == (4, 9)
+    np.testing.assert_array_equal(tr["theta"][-1], lda.flatten(thf)[0])
+    with pytest.raises(ValueError, match="record_every"):
+        lda.gradient_descent(prob, th, 1e-3, 40, record_every=7)
+
+
+def test_tail_excess_and_time_within():
+    risk = np.array([[5.0, 4.0, 3.0, 2.0, 1.0], [1.0, 1.0, 1.0, 1.0, 1.0]])
+    np.testing.assert_allclose(lda_sims.tail_excess(risk, 1.0, frac=0.4), [0.5, 0.0])
+    np.testing.assert_allclose(lda_sims.tail_excess(risk, 0.0, frac=1e-9), [1.0, 1.0])
+    t = lda_sims.time_within(10 * np.arange(1, 6), risk, 1.0, eps=np.array([1.6, 0.0]),
+                             frac=0.4)
+    # run 0, excess 4, 3, 2, 1, 0: tail means (last ceil(0.4 k)) 4, 3, 2.5, 1.5 -> 40
+    assert t[0] == 40.0 and t[1] == 10.0
+    assert np.isinf(lda_sims.time_within([1, 2], [[3.0, 3.0]], 0.0, eps=1.0)[0])
+    with pytest.raises(ValueError, match="frac"):
+        lda_sims.tail_excess(risk, 0.0, frac=0.0)
+
+
+def test_sgd_noise_floor_scales_with_step_over_batch():
+    prob = lda.config("C2")
+    th = lda.bayes_parameters(prob)
+    m1, sd1 = lda.sgd_noise_floor(prob, th, 1e-3, 64, order=24)
+    m2, sd2 = lda.sgd_noise_floor(prob, th, 1e-3, 128, order=24)
+    np.testing.assert_allclose([m2, sd2], [m1 / 2, sd1 / 2], rtol=1e-12)
+    assert 0 < sd1 < m1
+    with pytest.raises(ValueError, match="unstable"):
+        lda.sgd_noise_floor(prob, th, 1e3, 64, order=24)
+
+
 def test_fig1_quick_shape(tmp_path):
     a, _, _ = run_simulation("lda-fig1", "quick", {"steps": 60_000, "record_every": 2000,
                                                    "order": 24},
                              results_dir=tmp_path, progress=False)
     d1 = a["theta1_dist_E1"]
     assert d1[-1] < d1[0] and np.all(np.isfinite(d1))
-    r1, q1 = fit_rate(a["iters"], d1)
-    r2, _ = fit_rate(a["iters"], a["theta2_dist_E2"])
-    assert r1 > 0 and q1 > 0.99 and r1 > r2       # Theta_1: exponential and faster
+    f1, f2 = lda_sims.fig1_rates(a)
+    assert -f1.slope > 0 and f1.r2 > 0.99 and f1.slope < f2.slope   # Theta_1: faster
 
 
 def test_sgd_quick_shape(tmp_path):
     a, _, _ = run_simulation("lda-sgd", "quick", {"seeds": 2, "steps": 400, "eval_every": 50},
                              results_dir=tmp_path, progress=False)
     np.testing.assert_allclose(a["fig5_risk0"], np.log(2), atol=1e-12)   # w = 0: log 2
-    ex = a["fig5_risk"] - a["R_star"]
-    assert np.all(ex[:, -1] < 0.01) and np.all(ex[:, -1] > 0)
-    assert a["gaussian_risk"].shape == (2, 8)
+    ex = lda_sims.tail_excess(a["fig5_risk"], a["R_star"])
+    assert np.all(ex < 0.01) and np.all(ex > 0)
+    assert a["gaussian_risk"].shape == (2, 8) and a["fig5_floor"].shape == (2,)
+    assert np.all(a["fig5_floor_sd"] < a["fig5_floor"])
 
 
 def test_finite_prompt_quick_shape(tmp_path):

@@ -14,32 +14,27 @@ beyond the paper: trained heads on finite prompts, and a (pi, separation, d) swe
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .. import lda
+from .. import lda, stats
+from ..training import train
 from ._base import Simulation, register
 
-__all__ = ["Fig1Config", "SGDConfig", "FinitePromptConfig", "SweepConfig", "fit_rate",
-           "sweep_problem"]
+__all__ = ["Fig1Config", "SGDConfig", "FinitePromptConfig", "SweepConfig", "fig1_rates",
+           "sgd_runs", "tail_excess", "sgd_epsilon", "time_within", "TAIL_FRACTION",
+           "FLOOR_Z", "finite_prompt_slope", "sweep_problem"]
 
 
-def fit_rate(iters, dist, start_frac=0.5):
-    """Least-squares fit ``log dist = a - rate * iter`` over the last ``1 - start_frac``
-    of the run; returns ``(rate, r2)``."""
-    iters, dist = np.asarray(iters, float), np.asarray(dist, float)
-    sel = slice(int(start_frac * len(iters)), None)
-    x, y = iters[sel], np.log(dist[sel])
-    A = np.stack([x, np.ones_like(x)], 1)
-    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
-    resid = y - A @ coef
-    r2 = 1 - resid @ resid / max(((y - y.mean()) ** 2).sum(), 1e-300)
-    return float(-coef[0]), float(r2)
+def _record_every(steps: int, records: int = 20) -> int:
+    """The largest divisor of ``steps`` that gives at least ``records`` records."""
+    target = max(1, steps // records)
+    return max(k for k in range(1, target + 1) if steps % k == 0)
 
 
 # ---------------------------------------------------------------- Figure 1 ------------
@@ -81,23 +76,29 @@ def _fig1_assemble(cfg, points, res):
     return out
 
 
-def _fig1_rates(a):
-    r1, q1 = fit_rate(a["iters"], a["theta1_dist_E1"])
-    r2, q2 = fit_rate(a["iters"], a["theta2_dist_E2"])
-    return r1, q1, r2, q2
+def fig1_rates(a, start_frac: float = 0.5):
+    """Exponential fits ``log dist = c - rate * iteration`` over the last
+    ``1 - start_frac`` of the Fig. 1 run (:func:`gmtheory.stats.fit_semilog`): returns
+    ``(fit_theta1, fit_theta2)`` for dist(Phi, E_1) from theta^(1) and dist(Phi, E_2) from
+    theta^(2); the decay rate per iteration is ``-fit.slope``."""
+    it = np.asarray(a["iters"], float)
+    sel = slice(int(start_frac * len(it)), None)
+    return (stats.fit_semilog(it[sel], np.asarray(a["theta1_dist_E1"])[sel]),
+            stats.fit_semilog(it[sel], np.asarray(a["theta2_dist_E2"])[sel]))
 
 
 def _fig1_summary(cfg, a):
-    r1, q1, r2, q2 = _fig1_rates(a)
+    f1, f2 = fig1_rates(a)
+    r1, r2 = -f1.slope, -f2.slope
     inc = np.linalg.norm(np.diff(a["theta1_theta"], axis=0), axis=1)
     return [
         f"C1, population GD, step {cfg.lr:g}, {cfg.steps:,} iterations, GH order {cfg.order}, "
         f"start noise N(0, {cfg.noise:g}^2)",
         f"theta^(1): dist(Phi, E_1) {a['theta1_dist_E1'][0]:.3g} -> {a['theta1_dist_E1'][-1]:.3g}; "
-        f"fitted rate {r1:.3g}/iter (R^2 = {q1:.4f}, second half)",
+        f"fitted rate {r1:.3g} +- {f1.stderr:.2g}/iter (R^2 = {f1.r2:.4f}, second half)",
         f"theta^(2): dist(Phi, E_2) {a['theta2_dist_E2'][0]:.3g} -> {a['theta2_dist_E2'][-1]:.3g}; "
-        f"fitted rate {r2:.3g}/iter (R^2 = {q2:.4f})",
-        f"rate ratio theta^(1) / theta^(2) = {r1 / r2:.3g}",
+        f"fitted rate {r2:.3g} +- {f2.stderr:.2g}/iter (R^2 = {f2.r2:.4f})",
+        f"rate ratio theta^(2) / theta^(1) = {r2 / r1:.3g}",
         f"theta^(1) increments |theta_t - theta_(t-{cfg.record_every})|: first {inc[0]:.3g}, "
         f"last {inc[-1]:.3g} (geometric decay -> summable, converges to a point of Theta_1)",
     ]
@@ -146,38 +147,94 @@ def _sgd_init(key, d, init):
     raise ValueError(f"init: unknown {init!r}; use 'gaussian' or 'fig5'.")
 
 
-@partial(jax.jit, static_argnames=("steps", "batch", "eval_every", "order"))
-def _sgd_run(prob, th0, key, lr, steps, batch, eval_every, order):
-    basis = lda.krylov_basis(np.eye(prob.d), np.eye(prob.d)[0])  # C2: K = span(e_1)
-
-    def loss(th, x, y):
+def _sgd_loss(batch):
+    def loss(th, data, key):
+        prob, _ = data
+        x, y = lda.sample(prob, key, batch)
         return jnp.mean(jax.nn.softplus(-y * lda.predictor(prob, th, x)))
+    return loss
 
-    def step(th, k):
-        x, y = lda.sample(prob, k, batch)
-        g = jax.grad(loss)(th, x, y)
-        return jax.tree.map(lambda a, b: a - lr * b, th, g), None
 
-    def block(th, k):
-        th, _ = jax.lax.scan(step, th, jax.random.split(k, eval_every))
-        return th, {"risk": lda.risk(prob, th, order),
-                    "PK_v21": jnp.linalg.norm(basis.T @ th.v21),
-                    "v21": jnp.linalg.norm(th.v21)}
+def _sgd_metrics(order):
+    def metrics(th, data):
+        prob, basis = data
+        return {"risk": lda.risk(prob, th, order), "PK_v21": jnp.linalg.norm(basis.T @ th.v21),
+                "v21": jnp.linalg.norm(th.v21)}
+    return metrics
 
-    return jax.lax.scan(block, th0, jax.random.split(key, steps // eval_every))
+
+def sgd_runs(prob: lda.LDAProblem, init: str, key, *, seeds: int, steps: int, batch: int,
+             lr: float, eval_every: int, order: int, progress: bool | None = None):
+    """SGD on the logistic loss of ``prob`` (fresh batches of ``batch`` samples per step,
+    ``optax.sgd(lr)``) for ``seeds`` independent starts drawn by ``_sgd_init(init)``,
+    batched in one :func:`gmtheory.training.train`.  Seed ``i`` uses
+    ``fold_in(split(key, seeds)[i], 0)`` for its start and ``fold_in(..., 1)`` for its
+    batches.  Returns the population risk (2-D GH, ``order``), ``|P_K v21|`` and
+    ``|v21|`` every ``eval_every`` steps, shape ``(seeds, steps // eval_every)``, the
+    starting risks ``risk0`` (seeds,) and the final parameters ``theta`` (batched)."""
+    if steps % eval_every:
+        raise ValueError(f"steps: {steps} is not a multiple of eval_every={eval_every}.")
+    keys = jax.random.split(key, seeds)
+    th0 = jax.vmap(lambda k: _sgd_init(jax.random.fold_in(k, 0), prob.d, init))(keys)
+    basis = lda.krylov_basis(prob.cov, prob.m_pos)
+    res = train(_sgd_loss(batch), th0, optax.sgd(lr), steps=steps,
+                key=jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys), data=(prob, basis),
+                record_every=eval_every, metrics_fn=_sgd_metrics(order), batched=True,
+                progress=progress, desc=f"lda SGD ({init})")
+    h = res.history                                  # (records, seeds) -> (seeds, records)
+    return {"risk": h["risk"].T, "PK_v21": h["PK_v21"].T, "v21": h["v21"].T,
+            "risk0": res.initial["risk"], "theta": res.params}
+
+
+TAIL_FRACTION = 0.2
+FLOOR_Z = 3.0
+
+
+def tail_excess(risk, R_star, frac: float = TAIL_FRACTION):
+    """Tail-averaged excess risk: the mean of ``risk - R_star`` over the last ``frac`` of
+    the recorded evaluations (last axis; at least one).  One SGD sample of the
+    population risk fluctuates with the SGD noise; the average over the tail estimates
+    the level the run has reached."""
+    risk = np.asarray(risk, float)
+    if not 0 < frac <= 1:
+        raise ValueError(f"frac: must lie in (0, 1], got {frac}.")
+    n = max(1, int(math.ceil(frac * risk.shape[-1])))
+    return np.mean(risk[..., -n:] - float(R_star), axis=-1)
+
+
+def sgd_epsilon(floor, floor_sd, z: float = FLOOR_Z):
+    """``eps = floor + z * sd``: a run whose tail-averaged excess is at most ``eps`` is
+    *within eps of R** (at its SGD noise floor).  ``floor`` and ``floor_sd`` are the mean
+    and standard deviation of the stationary excess of constant-step SGD at the run's
+    final parameters (:func:`gmtheory.lda.sgd_noise_floor`); one stationary sample
+    exceeds ``floor + 3 sd`` with probability well under 1 %, and the tail average of
+    many samples fluctuates less than one sample."""
+    return np.asarray(floor, float) + z * np.asarray(floor_sd, float)
+
+
+def time_within(iters, risk, R_star, eps, frac: float = TAIL_FRACTION):
+    """First recorded iteration ``t`` at which the run, stopped there, would be within
+    ``eps``: ``tail_excess(risk[..., :k]) <= eps`` with ``iters[k - 1] = t``; ``inf`` if
+    never.  ``risk`` (seeds, records), ``eps`` (seeds,)."""
+    iters = np.asarray(iters, float)
+    ex = np.asarray(risk, float) - float(R_star)
+    eps = np.broadcast_to(np.asarray(eps, float), ex.shape[:-1])
+    c = np.concatenate([np.zeros(ex.shape[:-1] + (1,)), np.cumsum(ex, -1)], -1)
+    k = np.arange(1, ex.shape[-1] + 1)
+    n = np.maximum(1, np.ceil(frac * k).astype(int))
+    tails = (c[..., k] - c[..., k - n]) / n                  # tail average up to record k
+    hit = tails <= eps[..., None]
+    return np.where(hit.any(-1), iters[np.argmax(hit, -1)], np.inf)
 
 
 def _sgd_point(cfg, point, key):
-    if cfg.steps % cfg.eval_every:
-        raise ValueError(f"steps: {cfg.steps} is not a multiple of eval_every={cfg.eval_every}.")
     prob = lda.config("C2")
-    keys = jax.random.split(key, cfg.seeds)
-    th0 = jax.vmap(lambda k: _sgd_init(jax.random.fold_in(k, 0), prob.d, point["init"]))(keys)
-    run = jax.vmap(lambda th, k: _sgd_run(prob, th, jax.random.fold_in(k, 1), cfg.lr, cfg.steps,
-                                          cfg.batch, cfg.eval_every, cfg.order)[1])
-    tr = run(th0, keys)
-    r0 = jax.vmap(lambda th: lda.risk(prob, th, cfg.order))(th0)
-    return {"risk": tr["risk"], "PK_v21": tr["PK_v21"], "v21": tr["v21"], "risk0": r0}
+    out = sgd_runs(prob, point["init"], key, seeds=cfg.seeds, steps=cfg.steps,
+                   batch=cfg.batch, lr=cfg.lr, eval_every=cfg.eval_every, order=cfg.order)
+    floor, sd = lda.sgd_noise_floor(prob, out["theta"], cfg.lr, cfg.batch, cfg.order,
+                                    batched=True)
+    return {**{k: out[k] for k in ("risk", "PK_v21", "v21", "risk0")},
+            "floor": floor, "floor_sd": sd}
 
 
 def _sgd_assemble(cfg, points, res):
@@ -189,19 +246,22 @@ def _sgd_assemble(cfg, points, res):
     return out
 
 
-SUCCESS = 1e-3   # "within 1e-3 of R*"
-
-
 def _sgd_summary(cfg, a):
     lines = [f"C2 (d = 20), SGD step {cfg.lr:g}, batch {cfg.batch}, {cfg.steps:,} steps, "
              f"{cfg.seeds} seeds; population risk by 2-D GH (order {cfg.order}); "
-             f"R* = {float(a['R_star']):.6f}"]
+             f"R* = {float(a['R_star']):.6f}; tail-averaged excess = mean over the last "
+             f"{TAIL_FRACTION:.0%} of the evaluations; eps = SGD noise floor + {FLOOR_Z:g} sd "
+             f"at each run's end (linearised SGD, lda.sgd_noise_floor)"]
     for init, label in (("gaussian", "Fig. 4 (all entries N(0,1))"),
                         ("fig5", "Fig. 5 (U11=u12=v22=0, v21~N(0,I))")):
-        ex = a[f"{init}_risk"][:, -1] - a["R_star"]
-        lines.append(f"{label}: final excess median {np.median(ex):.3g} "
-                     f"[min {ex.min():.3g}, max {ex.max():.3g}]; within {SUCCESS:g} of R*: "
-                     f"{np.mean(ex < SUCCESS):.0%} of seeds; |P_K v21| final median "
+        ex = tail_excess(a[f"{init}_risk"], a["R_star"])
+        eps = sgd_epsilon(a[f"{init}_floor"], a[f"{init}_floor_sd"])
+        t = time_within(a["iters"], a[f"{init}_risk"], a["R_star"], eps)
+        lines.append(f"{label}: tail-averaged excess median {np.median(ex):.3g} "
+                     f"[min {ex.min():.3g}, max {ex.max():.3g}]; noise floor median "
+                     f"{np.median(a[f'{init}_floor']):.3g}; within eps: "
+                     f"{int(np.sum(ex <= eps))} of {ex.size} seeds (median first time "
+                     f"{np.median(t):.4g}); |P_K v21| final median "
                      f"{np.median(a[f'{init}_PK_v21'][:, -1]):.3g}")
     return lines
 
@@ -251,23 +311,11 @@ def _prompts(prob, key, B, L, Q):
     return X.reshape(B, L, -1), Y.reshape(B, L), x.reshape(B, Q, -1), y.reshape(B, Q)
 
 
-@partial(jax.jit, static_argnames=("kind", "L", "steps", "batch", "queries"))
-def _train_prompt_head(prob, key, th0, lr, kind, L, steps, batch, queries):
-    sched = optax.cosine_decay_schedule(lr, steps, alpha=1e-2)
-    opt = optax.adam(sched)
-
-    def loss(th, k):
-        X, Y, x, y = _prompts(prob, k, batch, L, queries)
+def _prompt_loss(kind, L, batch, queries):
+    def loss(th, prob, key):
+        X, Y, x, y = _prompts(prob, key, batch, L, queries)
         return jnp.mean(jax.nn.softplus(-y * lda.prompt_predictor(th, X, Y, x, kind)))
-
-    def step(carry, k):
-        th, s = carry
-        val, g = jax.value_and_grad(loss)(th, k)
-        upd, s = opt.update(g, s, th)
-        return (optax.apply_updates(th, upd), s), val
-
-    (th, _), losses = jax.lax.scan(step, (th0, opt.init(th0)), jax.random.split(key, steps))
-    return th, losses
+    return loss
 
 
 def _fp_point(cfg, point, key):
@@ -278,30 +326,37 @@ def _fp_point(cfg, point, key):
     prob_t = jax.tree.map(lambda a: a.astype(dt), prob)
     batch = max(cfg.min_batch, cfg.tokens_per_step // L)
     ws, bs = lda.bayes_score(prob)
-    out = {k: [] for k in ("excess_inf", "excess_finite", "excess_finite_se", "theta")}
-    for i in range(cfg.seeds):
-        ks = jax.random.fold_in(key, i)
-        k0, k1, k2 = jax.random.split(ks, 3)
-        vec0, unr = lda.flatten(lda.LDAParams(jnp.zeros((2, 2)), jnp.zeros(2), jnp.zeros(2),
-                                              jnp.zeros(())))
-        th0 = unr(cfg.init_scale * jax.random.normal(k0, vec0.shape, dtype=vec0.dtype))
-        th, _ = _train_prompt_head(prob_t, k1, jax.tree.map(lambda a: a.astype(dt), th0),
-                                   cfg.lr, kind, L, cfg.steps, batch, cfg.queries)
-        th = jax.tree.map(lambda a, t=vec0.dtype: a.astype(t), th)
+    # seed i: start from k0, batches from k1, evaluation prompts from k2
+    k0, k1, k2 = (jnp.stack(ks) for ks in zip(*[jax.random.split(jax.random.fold_in(key, i), 3)
+                                                for i in range(cfg.seeds)], strict=True))
+    vec0, unr = lda.flatten(lda.LDAParams(jnp.zeros((2, 2)), jnp.zeros(2), jnp.zeros(2),
+                                          jnp.zeros(())))
+    th0 = jax.vmap(lambda k: unr(cfg.init_scale * jax.random.normal(k, vec0.shape,
+                                                                    dtype=vec0.dtype)))(k0)
+    sched = optax.cosine_decay_schedule(cfg.lr, cfg.steps, alpha=1e-2)
+    res = train(_prompt_loss(kind, L, batch, cfg.queries),
+                jax.tree.map(lambda a: a.astype(dt), th0), optax.adam(sched),
+                steps=cfg.steps, key=k1, data=prob_t, record_every=_record_every(cfg.steps),
+                batched=True, desc=f"lda {kind} head, L={L}")
+    th = jax.tree.map(lambda a: a.astype(vec0.dtype), res.params)
+
+    @jax.jit
+    def evaluate(th, k):
         if kind == "softmax":
             inf = lda.risk(prob, th, cfg.order) - Rs
         else:
             inf = lda.reduced_loss(prob, lda.linear_limit_weight(prob, th), cfg.order) - Rs
         # fresh prompts; paired with the Bayes score on the same queries (control variate:
-        # E softplus(-y f*(x)) = R*), mean per prompt, SE across prompts
-        X, Y, x, y = _prompts(prob, k2, cfg.eval_prompts, L, cfg.eval_queries)
+        # E softplus(-y f*(x)) = R*), mean per prompt
+        X, Y, x, y = _prompts(prob, k, cfg.eval_prompts, L, cfg.eval_queries)
         per = jnp.mean(jax.nn.softplus(-y * lda.prompt_predictor(th, X, Y, x, kind))
                        - jax.nn.softplus(-y * (x @ ws + bs)), axis=1)
-        out["excess_inf"].append(inf)
-        out["excess_finite"].append(jnp.mean(per))
-        out["excess_finite_se"].append(jnp.std(per) / np.sqrt(cfg.eval_prompts))
-        out["theta"].append(lda.flatten(th)[0])
-    return {k: jnp.stack(v) for k, v in out.items()}
+        return inf, per
+
+    inf, per = jax.vmap(evaluate)(th, k2)
+    mean, se = stats.mean_se(np.asarray(per), axis=1)      # SE across prompts, per seed
+    return {"excess_inf": inf, "excess_finite": mean, "excess_finite_se": se,
+            "theta": jax.vmap(lambda t: lda.flatten(t)[0])(th), "train_loss": res.loss.T}
 
 
 def _fp_points(cfg):
@@ -320,9 +375,14 @@ def _fp_assemble(cfg, points, res):
     return out
 
 
-def _fp_slope(a):
+def finite_prompt_slope(a):
+    """Log-log fit (:func:`gmtheory.stats.fit_loglog`) of the softmax head's seed-mean
+    infinite-prompt excess against L; points with a non-positive mean (a head at R* to
+    quadrature accuracy) are left out."""
+    Ls = np.asarray(a["Ls"], float)
     y = np.mean(a["softmax_excess_inf"], 1)
-    return float(np.polyfit(np.log(a["Ls"]), np.log(np.maximum(y, 1e-300)), 1)[0])
+    keep = y > 0
+    return stats.fit_loglog(Ls[keep], y[keep])
 
 
 def _fp_summary(cfg, a):
@@ -336,8 +396,9 @@ def _fp_summary(cfg, a):
                          f"{np.mean(a[f'{kind}_excess_inf'][i]):.4g}; on fresh L-token prompts "
                          f"{np.mean(a[f'{kind}_excess_finite'][i]):.4g} "
                          f"+- {np.mean(a[f'{kind}_excess_finite_se'][i]):.2g}")
+    fit = finite_prompt_slope(a)
     lines.append(f"softmax: fitted slope of the infinite-prompt excess against L: "
-                 f"{_fp_slope(a):.2f}")
+                 f"{fit.slope:.2f} +- {fit.stderr:.2f} (R^2 = {fit.r2:.3f})")
     return lines
 
 
@@ -383,17 +444,14 @@ class SweepConfig:
                    separation=(0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0), d=(2, 5), steps=10_000)
 
 
-@partial(jax.jit, static_argnames=("steps", "order"))
 def _adam_population(prob, th0, lr, steps, order):
+    """Adam (cosine decay) on the population risk, analytic gradients; the problem goes in
+    as ``data``, so every grid point of the same d runs the same compiled program."""
     opt = optax.adam(optax.cosine_decay_schedule(lr, steps, alpha=1e-2))
-
-    def step(carry, _):
-        th, s = carry
-        upd, s = opt.update(lda.grad(prob, th, order), s, th)
-        return (optax.apply_updates(th, upd), s), None
-
-    (th, _), _ = jax.lax.scan(step, (th0, opt.init(th0)), None, length=steps)
-    return th
+    res = train(None, th0, opt, steps=steps, data=prob,
+                value_and_grad_fn=lambda th, p, _key: lda.value_and_grad(p, th, order),
+                record_every=_record_every(steps), desc="lda population Adam")
+    return res.params
 
 
 def _sweep_point(cfg, point, key):

@@ -1,10 +1,12 @@
-"""Checks 7–18 and 20–22 of reference §6: attention-based LDA (paper Section 3).
+"""Checks 7–23 of reference §6: attention-based LDA (paper Section 3, Figs. 1, 4, 5).
 
 Independent computations used below: the Prop. 2.1 operator on the label-augmented
 mixture; class posteriors from Gaussian densities; a full tensor Gauss–Hermite risk
 in x-space with fixed nodes (autodiff-friendly, unlike the projected engine of
 ``gmtheory.lda`` whose nodes follow the parameters); central finite differences;
-scipy's adaptive quadrature; Monte Carlo over sampled prompts.
+scipy's adaptive quadrature; Monte Carlo over sampled prompts.  Every training run
+goes through :func:`gmtheory.training.train`, every quasi-Newton fit through
+:func:`gmtheory.training.minimize_lbfgs`.
 """
 
 from __future__ import annotations
@@ -12,16 +14,18 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import scipy.integrate
 import scipy.linalg
-import scipy.optimize
 from scipy.stats import norm
 
-from .. import lda
+from .. import lda, stats
 from ..operators import softmax_attention, softmax_attention_limit
 from ..problems import stream_key
 from ..quadrature import gauss_hermite_rule
-from ._registry import Outcome, register_check
+from ..simulations import lda_sims
+from ..training import minimize_lbfgs, train
+from ._registry import Outcome, agreement, count, lower_bound, register_check, upper_bound
 from ._registry import rel_error as _rel
 
 SEED = 20261204
@@ -136,11 +140,16 @@ def check_07():
     q = jnp.concatenate([xs[:4], jnp.zeros((4, 1))], 1)
     est, se = softmax_attention(tokens, U, V, q, return_se=True)
     zmax = float(jnp.max(jnp.abs(est[:, -1] - lda.predictor(prob, th, xs[:4])) / se[:, -1]))
-    e = max(max(errs), max(vec_errs))
-    return Outcome(e, 1e-12, "two closed forms in float64 (Prop. 2.1 on the (d+1)-dim "
-                   "degenerate mixture vs eqs. (6)-(7)); MC within 5 SE",
-                   {"last_coordinate": max(errs), "lemma_b1_vector": max(vec_errs),
-                    "mc_max_z": zmax}, passed=e <= 1e-12 and zmax <= 5)
+    return Outcome(
+        agreement(max(errs), 1e-12, "two closed forms in float64 (Prop. 2.1 on the "
+                  "(d+1)-dim degenerate mixture vs eqs. (6)-(7)): round-off",
+                  name="last coordinate vs f_theta, rel. error"),
+        agreement(max(vec_errs), 1e-12, "Prop. 2.1 vs the Lemma B.1 vector for y in "
+                  "{-1, 0, 1}, float64 round-off", name="Lemma B.1 vector, rel. error"),
+        upper_bound(zmax, 5.0, "reference §6 item 7: the 10^6-token Monte Carlo estimate "
+                    "within 5 delta-method SE", name="max |MC - f_theta| / SE"),
+        details={"last_coordinate": max(errs), "lemma_b1_vector": max(vec_errs),
+                 "mc_max_z": zmax})
 
 
 # ---------------------------------------------------------------- check 8 -------------
@@ -163,7 +172,8 @@ def check_08():
         odds = (jnp.log(prob.pi_pos) + mvn.logpdf(x, prob.m_pos, prob.cov)
                 - jnp.log1p(-prob.pi_pos) - mvn.logpdf(x, prob.m_neg, prob.cov))
         err = max(err, _rel(x @ w + b, odds))
-    return Outcome(err, 1e-12, "closed form vs density ratio, float64 round-off")
+    return Outcome(agreement(err, 1e-12, "closed form vs density ratio, float64 round-off",
+                             name="rel. error of w*^T x + b*"))
 
 
 # ---------------------------------------------------------------- check 9 -------------
@@ -192,9 +202,14 @@ def check_09():
                                                                    - (x @ w + b)))),
                      "max_abs_s": float(jnp.max(jnp.abs(lda.phi(prob, th).s))),
                      "b_star": float(b)}
-    e = max(max(v["max_abs_f_minus_fstar"], v["max_abs_s"]) for v in det.values())
-    return Outcome(e, 1e-12, "exact algebraic construction; float64 round-off on |x| ~ 3",
-                   det)
+    return Outcome(
+        agreement(max(v["max_abs_f_minus_fstar"] for v in det.values()), 1e-12,
+                  "exact algebraic construction; float64 round-off on |x| ~ 3 "
+                  "(reference: 1e-12)", name="max |f_theta - f*|"),
+        agreement(max(v["max_abs_s"] for v in det.values()), 1e-12,
+                  "Lemma B.3 imposes u12 = -U11 dm / 2, so s = 0 up to round-off",
+                  name="max |s(theta)|"),
+        details=det)
 
 
 # ---------------------------------------------------------------- check 10 ------------
@@ -221,10 +236,14 @@ def check_10():
         deriv = float(jax.grad(R)(0.0))
         worst_deriv = max(worst_deriv, abs(deriv))
         min_increase = min(min_increase, float(R(0.1) - r0), float(R(-0.1) - r0))
-    return Outcome(worst_deriv, 1e-10, "stationarity of a smooth integrand under GH order 60 "
-                   "(error far below 1e-12); increases must be > 0",
-                   {"min_risk_increase_eps_0.1": min_increase}, passed=worst_deriv <= 1e-10
-                   and min_increase > 0)
+    return Outcome(
+        agreement(worst_deriv, 1e-10, "reference §6 item 10: the directional derivative at f* "
+                  "is <= 1e-10 (GH order 60 on a smooth integrand: error far below)",
+                  name="max |d/deps R(f* + eps h)|"),
+        lower_bound(min_increase, 1e-12, "perturbing f* by eps = +-0.1 must raise the risk by "
+                    "more than the GH error of the two risks compared (~1e-15)",
+                    name="min risk increase at eps = +-0.1"),
+        details={"min_risk_increase_eps_0.1": min_increase, "max_abs_derivative": worst_deriv})
 
 
 # ---------------------------------------------------------------- check 11 ------------
@@ -255,19 +274,60 @@ def check_11():
         det[f"d{d}"] = {"autodiff_tensor": _rel(g_an, g_ad), "finite_diff": _rel(g_an, g_fd),
                         "chain_rule": _rel(g_an, chain),
                         "effective_vs_autodiff": _rel(_flat(lda.grad_eff(prob, z)), ge_fd)}
-    e = max(max(v.values()) for v in det.values())
-    return Outcome(e, 1e-6, "central differences with h = 1e-5 have O(h^2) truncation + "
-                   "O(eps/h) round-off ~ 1e-10; tensor GH of order 24-48 on a smooth "
-                   "integrand is accurate beyond 1e-9", det)
+    def worst(k):
+        return max(v[k] for v in det.values())
+
+    return Outcome(
+        agreement(worst("finite_diff"), 1e-6, "reference §6 item 11: central differences "
+                  "(h = 1e-5: O(h^2) truncation + O(eps/h) round-off ~ 1e-10) within 1e-6",
+                  name="analytic vs finite differences"),
+        agreement(worst("autodiff_tensor"), 1e-8, "two quadratures of the same integral "
+                  "(projected GH vs x-space tensor GH of order 40-48 on a smooth integrand): "
+                  "the reference's 1e-8 for quadrature quantities",
+                  name="analytic vs autodiff of the tensor-GH risk"),
+        agreement(worst("effective_vs_autodiff"), 1e-8, "Lemma B.9 on plain GH nodes vs "
+                  "autodiff of the gate-resolved risk R~: two quadratures, reference's 1e-8",
+                  name="Lemma B.9 vs autodiff of R~"),
+        agreement(worst("chain_rule"), 1e-10, "grad R = DPhi^T grad R~ is an exact identity "
+                  "(same quadrature on both sides): the reference's 1e-10",
+                  name="Lemma B.10 vs DPhi^T grad R~"),
+        details=det)
 
 
 # ---------------------------------------------------------------- check 12 ------------
+
+_E2_FLAT_FINDING = (
+    "At E_2 the Hessian of R~ has d flat directions beyond the tangent space T E_2 "
+    "(E_flat of Prop. B.30; checks 16 and 18): along them R~ - R* and the gradient vanish "
+    "at higher than quadratic order in the distance, so a point that passes the float64 "
+    "stationarity test |grad R~| <= 1e-8 can lie much farther than 1e-4 from E_2.")
+
+
+_STALL_FINDING = (
+    "Along the flat directions at E_2 the risk changes by less than the float64 resolution "
+    "of R~ (~1e-16) while the gradient is still of order 1e-8, so L-BFGS's line search can "
+    "stop before the stationarity test |grad R~| <= 1e-8 is met.")
+
+
+def _escaped_excess_mc(prob, rows_x, Rs, d):
+    """Monte Carlo excess (and SE) of points whose gate saturated (|s| > 30)."""
+    if len(rows_x) == 0:
+        return []
+    Xmc, Ymc = lda.sample(prob, stream_key(SEED, "c12-mc"), 2_000_000)
+    out = []
+    for v in rows_x:
+        z = _unflat(jnp.asarray(v), d)
+        loss = jax.nn.softplus(-Ymc * lda.effective_score(prob, z, Xmc))
+        m, se = stats.mean_se(np.asarray(loss))
+        out.append((float(m) - Rs, float(se)))
+    return out
+
 
 @register_check(
     "lda.12-effective-landscape",
     "Theorem 3.1: points of E_1 and E_2 have R~ = R* and zero gradient; minimising the "
     "convex R~_s over (w, b, r) reaches R* for 20 random s; L-BFGS from 50 random starts "
-    "finds only global minimisers, near E_1 u E_2, or escapes to infinity.",
+    "finds only global minimisers, within 1e-4 of E_1 u E_2 (or escapes to infinity).",
     "§2.6, §6 check 12",
 )
 def check_12():
@@ -277,77 +337,97 @@ def check_12():
     Rs = float(lda.bayes_risk(prob))
     key = stream_key(SEED, "c12")
     p = float(prob.pi_pos)
-    worst_a = 0.0
+    # (a) points of E_1 (random s) and E_2 (random r)
+    a_excess, a_grad = 0.0, 0.0
     for i in range(10):
         k1, k2 = jax.random.split(jax.random.fold_in(key, i))
         s = jax.random.normal(k1, (d,))
         r = 3 * jax.random.normal(k2, ())
         for z in (lda.Effective(w, b, jnp.zeros(()), s),
                   lda.Effective(w, b - r * p, r, jnp.zeros(d))):
-            worst_a = max(worst_a, abs(float(lda.risk_eff(prob, z)) - Rs),
-                          float(jnp.max(jnp.abs(_flat(lda.grad_eff(prob, z))))))
-    # (b) Newton on the convex slice R~_s(w, b, r)
-    worst_b = 0.0
-    idx = jnp.arange(d + 2)
-    for i in range(20):
-        s = 2 * jax.random.normal(jax.random.fold_in(key, 100 + i), (d,))
-        v = jnp.zeros(d + 2)
-        for _ in range(30):
-            z = lda.Effective(v[:d], v[d], v[d + 1], s)
-            g = _flat(lda.grad_eff(prob, z))[: d + 2]
-            H = lda.hess_eff(prob, z)[jnp.ix_(idx, idx)]
-            v = v - jnp.linalg.solve(H, g)
-        worst_b = max(worst_b, float(lda.risk_eff(prob, lda.Effective(v[:d], v[d], v[d + 1], s)))
-                      - Rs)
-    # (c) L-BFGS from random starts on the whole effective space
-    f = jax.jit(jax.value_and_grad(lambda v: lda.risk_eff(prob, _unflat(v, d))))
+            a_excess = max(a_excess, abs(float(lda.risk_eff(prob, z)) - Rs))
+            a_grad = max(a_grad, float(jnp.max(jnp.abs(_flat(lda.grad_eff(prob, z))))))
+    # (b) the convex slices R~_s(w, b, r) for 20 random s, minimised together: their sum is
+    # separable and convex, so its minimiser is every slice's minimiser (one L-BFGS run)
+    def slice_risks(v, S):
+        return jax.vmap(lambda u, s: lda.risk_eff(prob, lda.Effective(u[:d], u[d], u[d + 1],
+                                                                      s)))(v, S)
+
+    S = jnp.stack([2 * jax.random.normal(jax.random.fold_in(key, 100 + i), (d,))
+                   for i in range(20)])
+    res_b = minimize_lbfgs(lambda v, S: jnp.sum(slice_risks(v, S)), jnp.zeros((20, d + 2)), S,
+                           maxiter=5000, gtol=1e-12, ftol=0.0)
+    worst_b = float(jnp.max(jnp.abs(slice_risks(res_b.x, S) - Rs)))
+    # (c) L-BFGS from 50 random starts on the whole effective space
+    def full_risk(v, _):
+        return lda.risk_eff(prob, _unflat(v, d))
+
+    grad_fn = jax.jit(jax.grad(lambda v: lda.risk_eff(prob, _unflat(v, d))))
     rows, rows_x = [], []
     for i in range(50):
-        v0 = np.asarray(2 * jax.random.normal(jax.random.fold_in(key, 200 + i), (2 * d + 2,)))
-        res = scipy.optimize.minimize(lambda v: tuple(np.asarray(a) for a in f(jnp.asarray(v))),
-                                      v0, jac=True, method="L-BFGS-B",
-                                      options={"gtol": 1e-11, "ftol": 0, "maxiter": 3000})
-        z = _unflat(jnp.asarray(res.x), d)
-        rows_x.append(res.x)
-        rows.append((float(jnp.max(jnp.abs(f(jnp.asarray(res.x))[1]))),
-                     float(np.max(np.abs(res.x))), float(lda.risk_eff(prob, z)) - Rs,
-                     float(lda.dist_E1(prob, z)), float(lda.dist_E2(prob, z))))
+        v0 = 2 * jax.random.normal(jax.random.fold_in(key, 200 + i), (2 * d + 2,))
+        res = minimize_lbfgs(full_risk, v0, maxiter=3000, gtol=1e-11, ftol=0.0)
+        z = _unflat(res.x, d)
+        rows_x.append(np.asarray(res.x))
+        rows.append((float(jnp.max(jnp.abs(grad_fn(res.x)))), float(jnp.max(jnp.abs(res.x))),
+                     res.fun - Rs, float(lda.dist_E1(prob, z)), float(lda.dist_E2(prob, z))))
     rows, rows_x = np.array(rows), np.array(rows_x)
-    d = prob.d
-    stationary = rows[:, 0] <= 1e-8
+    grad_c, size_c, excess_c, dE1, dE2 = rows.T
     s_norm = np.linalg.norm(rows_x[:, d + 2:], axis=1)
-    bounded = stationary & (rows[:, 1] < 1e3) & (s_norm < 30)
-    at_inf = stationary & ~bounded        # saturated gate: |s| or |r| ran off
-    dist = np.minimum(rows[:, 3], rows[:, 4])
-    near_e2 = bounded & (rows[:, 4] < rows[:, 3])
-    # the GH rule cannot resolve a saturated gate (|s| ~ 1e5): check those points by MC
-    Xmc, Ymc = lda.sample(prob, stream_key(SEED, "c12-mc"), 2_000_000)
-    mc = []
-    for v in rows_x[at_inf]:
+    # L-BFGS compares float64 risks ~0.48 (resolution ~1e-16 = |grad|^2 / curvature at
+    # |grad| ~ 1e-8 for unit curvature): |grad| <= 1e-8 is numerical stationarity
+    stationary = grad_c <= 1e-8
+    bounded = (size_c < 1e3) & (s_norm < 30)
+    at_inf = ~bounded                        # saturated gate: |s| or |r| ran off
+    sb = stationary & bounded
+    near_e2 = sb & (dE2 < dE1)
+    near_e1 = sb & ~near_e2
+    # near E_2, the offset beyond the flat directions E_flat(r) = {(-r p' ds, 0, 0, ds)}:
+    # (w - w* + r p' s, b - b* + r p) must vanish for a point of E_2 + E_flat
+    dp = p * (1 - p)
+    resid = []
+    for v in rows_x[near_e2]:
         z = _unflat(jnp.asarray(v), d)
-        loss = jax.nn.softplus(-Ymc * lda.effective_score(prob, z, Xmc))
-        mc.append((float(loss.mean()) - Rs, float(loss.std() / np.sqrt(loss.size))))
-    det = {"a_max_excess_or_grad": worst_a, "b_max_excess": worst_b,
-           "c_escaped_excess_monte_carlo": mc,
-           "c_bounded_stationary": int(bounded.sum()), "c_not_stationary": int((~stationary).sum()),
-           "c_escaped_to_infinity": int(at_inf.sum()),
-           "c_escaped_excess_gauss_hermite": rows[at_inf, 2].tolist(),
-           "c_max_excess_bounded": float(rows[bounded, 2].max()),
-           "c_max_dist_E1_side": float(dist[bounded & ~near_e2].max(initial=0.0)),
-           "c_max_dist_E2_side": float(dist[near_e2].max(initial=0.0)),
-           "note": "L-BFGS stops (|grad| <= 1e-8) within ~1e-6..4e-4 of E_1 but up to ~2e-2 "
-                   "of E_2: the E_2 Hessian kernel is d dimensions larger than T E_2, so the "
-                   "gradient vanishes faster than the distance there. Runs that escape to "
-                   "|s| > 30 saturate the gate; there GH (order 64) under-estimates the risk "
-                   "(negative 'excess') and L-BFGS exploits that quadrature error; Monte Carlo "
-                   "shows these points are not minimisers"}
-    ok = worst_a <= 1e-10 and worst_b <= 1e-9 and det["c_max_excess_bounded"] <= 1e-8 \
-        and det["c_max_dist_E1_side"] <= 1e-3 and det["c_max_dist_E2_side"] <= 1e-1 \
-        and all(e > 5 * se for e, se in mc)
-    return Outcome(max(worst_a, worst_b, det["c_max_excess_bounded"]), 1e-8,
-                   "GH order 64 risk errors ~1e-15; Newton converges quadratically; every "
-                   "bounded stationary point (|grad| <= 1e-8) must have excess <= 1e-8",
-                   det, passed=ok)
+        resid.append(float(jnp.sqrt(jnp.sum((z.w - w + z.r * dp * z.s) ** 2)
+                                     + (z.b - b + z.r * p) ** 2)))
+    mc = _escaped_excess_mc(prob, rows_x[at_inf], Rs, d)
+    det = {"a_max_abs_excess": a_excess, "a_max_abs_grad": a_grad, "b_max_excess": worst_b,
+           "c_stationary_bounded": int(sb.sum()),
+           "c_bounded_not_stationary": int((bounded & ~stationary).sum()),
+           "c_escaped_to_infinity": int(at_inf.sum()), "c_escaped_excess_monte_carlo": mc,
+           "c_near_E1": int(near_e1.sum()), "c_near_E2": int(near_e2.sum()),
+           "c_max_excess_stationary": float(excess_c[sb].max(initial=0.0)),
+           "c_max_dist_E1_side": float(dE1[near_e1].max(initial=0.0)),
+           "c_max_dist_E2_side": float(dE2[near_e2].max(initial=0.0)),
+           "c_dist_E2_side": dE2[near_e2].tolist(), "c_grad_E2_side": grad_c[near_e2].tolist(),
+           "c_E2_side_offset_beyond_flat_directions": resid}
+    return Outcome(
+        agreement(max(a_excess, worst_b, det["c_max_excess_stationary"]), 1e-8,
+                  "reference §6 item 12: every minimiser reaches R~ - R* <= 1e-9 (b) or 1e-8 "
+                  "(c); on E_1 u E_2 (a) the GH risk errors are ~1e-15",
+                  name="max |R~ - R*| over (a), (b) and stationary points of (c)"),
+        agreement(a_grad, 1e-10, "reference: |grad R~| <= 1e-10 on E_1 u E_2 (eta form: the "
+                  "integrand sigma(g) - eta vanishes node by node)",
+                  name="(a) max |grad R~| on E_1 u E_2"),
+        agreement(worst_b, 1e-9, "reference: minimising the convex R~_s reaches R* to 1e-9",
+                  name="(b) max |min R~_s - R*|"),
+        count(int((bounded & ~stationary).sum()), 0, "every bounded L-BFGS run ends at a "
+              "numerically stationary point (|grad R~| <= 1e-8)",
+              name="(c) bounded runs that are not stationary", finding=_STALL_FINDING),
+        upper_bound(det["c_max_dist_E1_side"], 1e-4, "reference: every stationary point lies "
+                    "within 1e-4 of E_1 u E_2; near E_1 (s != 0, Morse-Bott) the distance is "
+                    "|grad| / curvature", name="(c) max distance to E_1, E_1 side"),
+        upper_bound(det["c_max_dist_E2_side"], 1e-4, "reference: every stationary point lies "
+                    "within 1e-4 of E_1 u E_2", name="(c) max distance to E_2, E_2 side",
+                    finding=_E2_FLAT_FINDING),
+        upper_bound(max(resid, default=0.0), 1e-4, "the reference's 1e-4, for the offset of "
+                    "the E_2-side points that is not along the d flat directions E_flat of "
+                    "Prop. B.30 (their distance to E_2 + E_flat)",
+                    name="(c) E_2 side: offset beyond the flat directions"),
+        count(sum(e > 5 * se for e, se in mc), len(mc), "points that escaped to saturated "
+              "gates (|s| > 30) are not minimisers: Monte Carlo excess > 5 SE",
+              name="(c) escaped points with excess > 5 SE"),
+        details=det)
 
 
 # ---------------------------------------------------------------- check 13 ------------
@@ -359,8 +439,7 @@ def check_12():
     "§2.7, §6 check 13",
 )
 def check_13():
-    det = {}
-    ok = True
+    det, counts, relation = {}, [], 0.0
     for d in (2, 3, 5):
         key = stream_key(SEED, f"c13-{d}")
         prob = _random_problem(key, d)
@@ -371,13 +450,20 @@ def check_13():
         r_v0 = _null_basis(lda.jacobian_phi(prob, th0), 1e-9)[1]
         J = lda.jacobian_phi(sym, th)
         r_sym = _null_basis(J, 1e-9)[1]
-        relation = float(jnp.max(jnp.abs(2 * J[d] + J[d + 1])))
+        rel = float(jnp.max(jnp.abs(2 * J[d] + J[d + 1])))
+        relation = max(relation, rel)
         det[f"d{d}"] = {"rank_generic": r_gen, "rank_v21_zero": r_v0, "rank_symmetric": r_sym,
-                        "max_abs_2db_plus_dr": relation}
-        ok &= r_gen == 2 * d + 2 and r_v0 == 2 * d + 1 and r_sym == 2 * d + 1 and relation < 1e-13
-    return Outcome(0.0 if ok else 1.0, 0.5, "numerical rank: singular values above 1e-9 "
-                   "times the largest (the dropped one is exactly 0 in exact arithmetic)",
-                   det, passed=ok)
+                        "max_abs_2db_plus_dr": rel}
+        why = ("numerical rank: singular values above 1e-9 times the largest (the dropped one "
+               "is exactly 0 in exact arithmetic)")
+        counts += [count(r_gen, 2 * d + 2, why, name=f"rank DPhi, d = {d}, generic"),
+                   count(r_v0, 2 * d + 1, why, name=f"rank DPhi, d = {d}, v21 = 0"),
+                   count(r_sym, 2 * d + 1, why, name=f"rank DPhi, d = {d}, m_+ = -m_-")]
+    return Outcome(
+        *counts,
+        agreement(relation, 1e-13, "2 db + dr = 0 holds exactly when m_+ = -m_- (entries of "
+                  "DPhi are O(1)): float64 round-off", name="max |2 db + dr| (m_+ = -m_-)"),
+        details=det)
 
 
 # ---------------------------------------------------------------- check 14 ------------
@@ -410,24 +496,58 @@ def check_14():
         h = lda.LDAParams(dU, -0.5 * dU @ prob.delta_m, dv21, jnp.zeros(()))
         hv = lda.flatten(h)[0]
         q.append(float(hv @ H @ hv))
-    slope = np.polyfit(np.asarray(ts), q, 2)
+    # q(t) = C + a t + c t^2 exactly: (q(t) - q(0)) / t = a + c t is a line in t
+    ts_np, q = np.asarray(ts), np.asarray(q)
+    line = stats.fit_linear(ts_np[1:], (q[1:] - q[0]) / ts_np[1:])
     pred = -2 * float(gw @ gw) * float(jnp.sum((prob.cov @ dv21) ** 2))
-    # GD from random starts (C1 itself)
+    # GD from random starts (C1 itself), the six starts batched in one training run
     Rs = float(lda.bayes_risk(c1))
-    finals = []
-    for i in range(6):
-        thr = _random_theta(stream_key(SEED, f"c14-{i}"), d, scale=0.5)
-        thf, tr = lda.gradient_descent(c1, thr, 0.5, 20_000, record_every=20_000, order=32)
-        finals.append(float(tr["risk"][-1]) - Rs)
+    starts = [_random_theta(stream_key(SEED, f"c14-{i}"), d, scale=0.5) for i in range(6)]
+
+    def metrics(th, p):
+        z = lda.phi(p, th)
+        return {"risk": lda.risk_eff(p, z, 32),
+                "grad": jnp.max(jnp.abs(lda.flatten(lda.grad(p, th, 32))[0])),
+                "dist_E1": lda.dist_E1(p, z), "dist_E2": lda.dist_E2(p, z)}
+
+    res = train(None, jax.tree.map(lambda *a: jnp.stack(a), *starts), optax.sgd(0.5),
+                steps=10_000, data=c1, record_every=1000, metrics_fn=metrics, batched=True,
+                value_and_grad_fn=lambda th, p, _key: lda.value_and_grad(p, th, 32),
+                desc="lda.14 GD")
+    h = res.history
+    excess = h["risk"] - Rs                                     # (records, runs)
+    final_ex, final_g = excess[-1], h["grad"][-1]
+    stopped_bad = int(np.sum((final_g <= 1e-8) & (final_ex > 1e-8)))
+    rising = int(np.sum(np.any(np.diff(excess, axis=0) > 1e-12, axis=0)))
     det = {"grad_norm_at_0": gnorm, "lambda_min": float(lam[0]), "lambda_min_autodiff":
-           float(lam_ad[0]), "b22_slope": float(slope[1]), "b22_slope_predicted": pred,
-           "b22_curvature_in_t": float(slope[0]), "gd_final_excess": finals}
-    e = max(abs(slope[1] - pred) / abs(pred), abs(lam[0] - lam_ad[0]))
-    ok = gnorm < 1e-14 and lam[0] < 0 and e < 1e-9 and abs(slope[0]) < 1e-9 * abs(pred) \
-        and max(finals) < 1e-3
-    return Outcome(e, 1e-9, "Hessians by two methods (analytic projected GH vs autodiff of "
-                   "x-space GH) agree to quadrature error; B.22 is an exact identity; GD "
-                   "runs of 2*10^4 steps (lr 0.5) must get within 1e-3 of R*", det, passed=ok)
+           float(lam_ad[0]), "b22_slope": line.intercept, "b22_slope_predicted": pred,
+           "b22_curvature_in_t": line.slope, "gd_steps": 10_000, "gd_lr": 0.5,
+           "gd_final_excess": final_ex, "gd_final_max_abs_grad": final_g,
+           "gd_final_dist_E1": h["dist_E1"][-1], "gd_final_dist_E2": h["dist_E2"][-1],
+           "gd_runs_at_R_star": int(np.sum(final_ex <= 1e-8))}
+    return Outcome(
+        agreement(abs(lam[0] - lam_ad[0]), 1e-9, "two Hessians (analytic projected GH vs "
+                  "autodiff of an x-space tensor GH risk) agree to quadrature error",
+                  name="|lambda_min - lambda_min (autodiff)|"),
+        upper_bound(float(lam[0]), -1e-9, "Theorem 3.3: theta = 0 is a strict saddle; the "
+                    "eigenvalue must be negative beyond the Hessian's accuracy (1e-9)",
+                    name="lambda_min of grad^2 R(0)"),
+        agreement(gnorm, 1e-14, "theta = 0 is critical: every block of Lemma B.10 vanishes "
+                  "(pi = 1/2 gives E[sigma(0) - eta] = 0), float64 round-off",
+                  name="max |grad R(0)|"),
+        agreement(abs(line.intercept - pred) / abs(pred), 1e-9, "Lemma B.22 is an exact "
+                  "identity: the slope equals -2 |grad_w R~|^2 |Gamma dv21|^2 up to round-off",
+                  name="B.22 slope, rel. error"),
+        agreement(abs(line.slope) / abs(pred), 1e-9, "Lemma B.22: D^2R[h_t, h_t] is affine in "
+                  "t (the t^2 coefficient vanishes) up to round-off",
+                  name="B.22 t^2 coefficient / |slope|"),
+        count(stopped_bad, 0, "GD never stops at a non-optimal point: no run ends with "
+              "|grad R| <= 1e-8 (check 12's stationarity) and excess > 1e-8 (its minimiser "
+              "test)", name="GD runs stopped at a non-optimal point"),
+        count(rising, 0, "population GD with step 0.5 (below 2 / lambda_max) is a descent "
+              "method: the excess never rises (beyond 1e-12 quadrature noise)",
+              name="GD runs whose excess rises"),
+        details=det)
 
 
 # ---------------------------------------------------------------- check 15 ------------
@@ -446,7 +566,7 @@ def check_15():
     p = float(prob.pi_pos)
     sig2 = p * (1 - p) * (1 - 2 * p)
     Rv = np.array([100.0, 1000.0, 10000.0])
-    det, ok, worst = {}, True, 0.0
+    det, comps = {}, []
     for name, c in (("c_11", jnp.array([1.0, 1.0])),
                     ("c_random", jax.random.normal(stream_key(SEED, "c15"), (2,)))):
         EcX2 = float(sum(pc * ((c @ m) ** 2 + c @ prob.cov @ c)
@@ -458,23 +578,36 @@ def check_15():
             l1.append(float(_tensor_expect_abs(prob, lambda x, z=z: lda.effective_score(prob, z, x)
                                                - (x @ w + b))))
             ex.append(float(lda.risk_eff(prob, z)) - Rs)
-        slope_ex = np.polyfit(np.log(Rv), np.log(ex), 1)[0]
+        fit = stats.fit_loglog(Rv, ex)
         rel = abs(l1[-1] * Rv[-1] - limit) / limit
         det[name] = {"L1_times_R": [a * r for a, r in zip(l1, Rv, strict=True)],
-                     "limit": limit, "excess": ex, "excess_slope": slope_ex}
-        worst = max(worst, rel)
-        ok &= rel < 5e-3 and abs(slope_ex + 2) < 0.05
+                     "limit": limit, "excess": ex, "excess_slope": fit.slope,
+                     "zeta_R_norm": [float(jnp.linalg.norm(_flat(lda.zeta_R(prob, c, R))))
+                                     for R in Rv]}
+        comps += [
+            agreement(rel, 5e-3, "L1 R = limit + O(1/R): the next term of the expansion, "
+                      "sigma^(3)(s0) (c^T X)^3 / (6 R), is ~1e-4 of the limit at R = 10^4; "
+                      "5e-3 also covers GH (order 80) on the kink of |.|",
+                      name=f"{name}: |L1 R - limit| / limit at R = 1e4"),
+            agreement(abs(fit.slope + 2), 0.05, "excess = O(R^-2): log-log slope over "
+                      "R = 10^2..10^4 within 0.05 of -2 (the O(1/R) correction shifts it by "
+                      "~1e-2)", name=f"{name}: |excess slope + 2|")]
     # pi = 1/2: sigma''(0) = 0
     half = lda.LDAProblem(prob.m_pos, prob.m_neg, prob.cov, 0.5)
     w2, b2 = lda.bayes_score(half)
     l1h = [float(_tensor_expect_abs(half, lambda x, R=R: lda.effective_score(
         half, lda.zeta_R(half, jnp.array([1.0, 1.0]), R), x) - (x @ w2 + b2))) for R in Rv]
-    slope_h = np.polyfit(np.log(Rv), np.log(l1h), 1)[0]
-    det["pi_half"] = {"L1": l1h, "L1_slope": slope_h}
-    ok &= abs(slope_h + 2) < 0.05
-    return Outcome(worst, 5e-3, "L1 R = limit + O(1/R): at R = 10^4 the remainder is "
-                   "~1e-4 relative; slopes fitted over R = 100..10^4 within 0.05 of -2",
-                   det, passed=ok)
+    fit_h = stats.fit_loglog(Rv, l1h)
+    det["pi_half"] = {"L1": l1h, "L1_slope": fit_h.slope}
+    # the reference asks for the numbers at R = 10, 100, 1000 with c = (1, 1)
+    det["reference_table_c_11"] = {
+        f"R={R:g}": float(lda.risk_eff(prob, lda.zeta_R(prob, jnp.array([1.0, 1.0]), R))) - Rs
+        for R in (10.0, 100.0, 1000.0)}
+    return Outcome(
+        *comps,
+        agreement(abs(fit_h.slope + 2), 0.05, "pi = 1/2: sigma''(0) = 0, so the L1 error is "
+                  "O(R^-2): slope within 0.05 of -2", name="pi = 1/2: |L1 slope + 2|"),
+        details=det)
 
 
 def _tensor_expect_abs(prob, f, order=80):
@@ -496,7 +629,8 @@ def _tensor_expect_abs(prob, f, order=80):
     "§2.10, §6 check 16",
 )
 def check_16():
-    det, ok, worst = {}, True, 0.0
+    det, counts = {}, []
+    worst_fd = worst_b12 = worst_ang = 0.0
     for d in (2, 3):
         key = stream_key(SEED, f"c16-{d}")
         prob = _random_problem(key, d)
@@ -540,12 +674,23 @@ def check_16():
             want = d if name == "E1_s_nonzero" else d + 1
             det[f"d{d}_{name}"] = {"nullity": nul, "expected": want, "positive": pos,
                                    "kernel_angle": ang, "fd": fd, "prop_b12_form": b12}
-            worst = max(worst, fd, b12)
-            ok &= nul == want and pos == 2 * d + 2 - want and ang < 1e-6 and fd < 1e-6 \
-                and b12 < 1e-8
-    return Outcome(worst, 1e-6, "FD of analytic gradients (h=1e-5): O(h^2) ~ 1e-10; GH forms "
-                   "agree to quadrature error; kernel: eigenvalues <= 1e-9 lambda_max, "
-                   "principal angles < 1e-6", det, passed=ok)
+            worst_fd, worst_b12 = max(worst_fd, fd), max(worst_b12, b12)
+            worst_ang = max(worst_ang, ang)
+            why = ("|lambda| <= 1e-9 lambda_max counts as zero (Lemma B.13 / Prop. B.30 "
+                   "predict the kernel dimension; the rest must be positive at a minimum)")
+            counts += [count(nul, want, why, name=f"d = {d}, {name}: nullity"),
+                       count(pos, 2 * d + 2 - want, why, name=f"d = {d}, {name}: positive")]
+    return Outcome(
+        agreement(worst_ang, 1e-6, "principal angles between the numerical kernel and the "
+                  "Lemma B.13 / Prop. B.30 basis (both exact up to round-off)",
+                  name="max kernel angle (rad)"),
+        *counts,
+        agreement(worst_fd, 1e-6, "FD of the analytic gradient (h = 1e-5): O(h^2) + "
+                  "O(eps/h) ~ 1e-10; the reference's 1e-6", name="Hessian vs FD, rel. error"),
+        agreement(worst_b12, 1e-8, "Prop. B.12 form E[eta(1-eta) grad g grad g^T] by x-space "
+                  "GH vs the projected Hessian: two quadratures, the reference's 1e-8",
+                  name="Hessian vs Prop. B.12 form, rel. error"),
+        details=det)
 
 
 # ---------------------------------------------------------------- checks 17, 18 -------
@@ -570,7 +715,9 @@ def check_17():
         key = stream_key(SEED, f"c17-{i}")
         prob = _random_problem(key, 3, pi=0.3)
         pts[f"d3_random_{i}"] = (prob, random_theta1(jax.random.fold_in(key, 1), prob))
-    det, ok, worst = {}, True, 0.0
+    det, comps, worst, worst_ex = {}, [], 0.0, 0.0
+    why = "eigenvalues with |lambda| <= 1e-9 lambda_max are zero (eta-form Hessian: exact " \
+          "at Bayes points, kernel eigenvalues are round-off ~1e-16)"
     for name, (prob, th) in pts.items():
         d = prob.d
         Rs = float(lda.bayes_risk(prob))
@@ -584,12 +731,16 @@ def check_17():
                      "s_norm": float(jnp.linalg.norm(lda.phi(prob, th).s)),
                      "smallest_positive_over_max": float(np.min(ev[ev > 1e-9 * ev.max()])
                                                          / ev.max())}
-        worst = max(worst, ang)
-        ok &= nul == d * d + d - 1 and pos == d + 2 and ang <= 1e-5 and abs(excess) < 1e-12
-    return Outcome(worst, 1e-5, "principal angles between two kernels computed from "
-                   "different matrices; zero eigenvalues <= 1e-9 lambda_max (the eta-form "
-                   "Hessian is exact "
-                   "at Bayes points, its kernel eigenvalues are round-off ~1e-16)", det, passed=ok)
+        worst, worst_ex = max(worst, ang), max(worst_ex, abs(excess))
+        comps += [count(nul, d * d + d - 1, why, name=f"{name}: zero eigenvalues"),
+                  count(pos, d + 2, why, name=f"{name}: positive eigenvalues")]
+    return Outcome(
+        agreement(worst, 1e-5, "reference §6 item 17: principal angles between ker grad^2 R "
+                  "and ker DC(theta) <= 1e-5", name="max angle ker H vs ker DC (rad)"),
+        *comps,
+        agreement(worst_ex, 1e-12, "the points lie on Theta_1 (f_theta = f*): R = R* up to the "
+                  "GH error of the gate-resolved risk (~1e-15)", name="max |R(theta) - R*|"),
+        details=det)
 
 
 @register_check(
@@ -605,7 +756,7 @@ def check_18():
     for i in range(2):
         prob = _random_problem(stream_key(SEED, f"c18-{i}"), 3, pi=0.35)
         pts[f"d3_lemma_b3_{i}"] = (prob, lda.bayes_parameters(prob))
-    det, ok = {}, True
+    det, comps = {}, []
     for name, (prob, th) in pts.items():
         d = prob.d
         _, _, nul, pos, _ = _hessian_spectrum(prob, th, 64 if prob.d == 2 else 40)
@@ -615,10 +766,112 @@ def check_18():
         det[name] = {"nullity": nul, "positive": pos, "dim_ker_DPhi": ker_dphi,
                      "dim_T_Theta2": ker_dphi + 1, "excess_dimension": nul - ker_dphi - 1,
                      "r": float(z.r), "max_abs_s": float(jnp.max(jnp.abs(z.s)))}
-        ok &= nul == d * d + d and pos == d + 1 and ker_dphi == d * d - 1 \
-            and nul - ker_dphi - 1 == d
-    return Outcome(0.0 if ok else 1.0, 0.5, "eigenvalue counts with threshold 1e-9 lambda_max "
-                   "and the rank of DPhi with threshold 1e-10", det, passed=ok)
+        why_h = "eigenvalue counts with threshold 1e-9 lambda_max (reference: d^2 + d zero, " \
+                "d + 1 positive)"
+        comps += [count(nul - ker_dphi - 1, d, "dim ker grad^2 R - dim T Theta_2 = d (Prop. "
+                        "B.30); rank of DPhi with threshold 1e-10",
+                        name=f"{name}: kernel excess over T Theta_2"),
+                  count(nul, d * d + d, why_h, name=f"{name}: zero eigenvalues"),
+                  count(pos, d + 1, why_h, name=f"{name}: positive eigenvalues"),
+                  count(ker_dphi, d * d - 1, "dim ker DPhi = d^2 - 1 (rank 2d + 2, Lemma 3.2)",
+                        name=f"{name}: dim ker DPhi")]
+    return Outcome(*comps, details=det)
+
+
+# ---------------------------------------------------------------- check 19 ------------
+
+_THETA2_FINDING = (
+    "The Theta_2 Hessian has d zero eigenvalues beyond the tangent space (check 18): the "
+    "component of the start along these flat directions is not damped by linearised "
+    "gradient descent, and the first restoring term is of higher order, so from a 1e-6 "
+    "perturbation the distance to E_2 may not decay measurably at all.")
+
+
+@register_check(
+    "lda.19-figure1-convergence",
+    "Theorem 3.5 / Figure 1 (quick form): population GD on C1 from theta^(1) + a 1e-3 "
+    "perturbation along the slowest damped Hessian direction (+ N(0, 1e-12) noise) decays "
+    "exponentially to Theta_1 (R^2 >= 0.99 over >= 3 decades, at the rate the Hessian "
+    "predicts, increments summable); from theta^(2) + N(0, 1e-12) noise the distance to "
+    "E_2 settles on the component of the noise along the flat directions of check 18.",
+    "§2.11, §4.4, §6 check 19",
+)
+def check_19():
+    prob = lda.config("C1")
+    lr, steps, every, order = 0.5, 1600, 10, 64
+    amp, noise, t_fit = 1e-3, 1e-6, 200
+    key = stream_key(SEED, "c19")
+    it = every * np.arange(1, steps // every + 1)
+    win = it >= t_fit
+
+    def spectrum(th):
+        ev, V = np.linalg.eigh(np.asarray(lda.hessian(prob, th, order, form="eta")))
+        return ev, V, ev > 1e-9 * ev.max()
+
+    # theta^(1): start 1e-3 along the slowest damped direction, plus the paper's noise
+    th1 = lda.table3_start("theta1", prob)
+    vec1, unr = lda.flatten(th1)
+    ev1, V1, pos1 = spectrum(th1)
+    slow = V1[:, np.argmax(pos1)]                       # smallest positive eigenvalue
+    start1 = vec1 + amp * slow + noise * jax.random.normal(jax.random.fold_in(key, 1),
+                                                           vec1.shape)
+    thf1, tr1 = lda.gradient_descent(prob, unr(start1), lr, steps, every, order)
+    d1 = np.asarray(tr1["dist_E1"])
+    fit1 = stats.fit_semilog(it[win], d1[win])
+    decades1 = -fit1.slope * (it[win][-1] - it[win][0]) / np.log(10)
+    evf, _, posf = spectrum(thf1)
+    rate_pred = -np.log1p(-lr * evf[posf].min())          # slowest mode at the limit point
+    inc = np.linalg.norm(np.diff(np.asarray(tr1["theta"]), axis=0), axis=1)
+    fit_inc = stats.fit_semilog(it[1:][win[1:]], inc[win[1:]])
+    # theta^(2): the paper's start; predicted plateau = the noise along ker grad^2 R
+    th2 = lda.table3_start("theta2", prob)
+    vec2, _ = lda.flatten(th2)
+    n2 = noise * jax.random.normal(jax.random.fold_in(key, 2), vec2.shape)
+    _, thf2_tr = lda.gradient_descent(prob, unr(vec2 + n2), lr, steps, every, order)
+    d2 = np.asarray(thf2_tr["dist_E2"])
+    ev2, V2, pos2 = spectrum(th2)
+    ker = V2[:, ~pos2]
+    plateau_pred = float(lda.dist_E2(prob, lda.phi(prob, unr(vec2 + ker @ (ker.T @ n2)))))
+    fit2 = stats.fit_semilog(it[win], d2[win])
+    decay2 = d2[-1] / d2[win][0]
+    det = {"lr": lr, "steps": steps, "gh_order": order, "perturbation_theta1":
+           f"{amp:g} * slowest damped eigenvector of grad^2 R(theta^(1)) + N(0, {noise:g}^2)",
+           "perturbation_theta2": f"N(0, {noise:g}^2) per entry (Table 3)",
+           "fit_window_iterations": [int(it[win][0]), int(it[-1])],
+           "theta1_dist_E1_start_end": [float(d1[0]), float(d1[-1])],
+           "theta1_rate": -fit1.slope, "theta1_rate_se": fit1.stderr, "theta1_r2": fit1.r2,
+           "theta1_decades": decades1, "theta1_rate_predicted": rate_pred,
+           "theta1_hessian_positive_eigenvalues": ev1[pos1].tolist(),
+           "theta1_increment_rate": -fit_inc.slope,
+           "theta2_dist_E2_start_end": [float(d2[0]), float(d2[-1])],
+           "theta2_plateau_predicted": plateau_pred, "theta2_rate": -fit2.slope,
+           "theta2_rate_se": fit2.stderr, "rate_ratio_theta2_over_theta1": fit2.slope / fit1.slope,
+           "theta2_decay_factor_in_window": decay2,
+           "theta2_hessian_zero_eigenvalues": int((~pos2).sum())}
+    return Outcome(
+        lower_bound(fit1.r2, 0.99, "reference §6 item 19: log dist for theta^(1) is a line "
+                    "after a transient (R^2 >= 0.99); fit from iteration 200, when the next "
+                    "damped mode (lambda_2 = 3 lambda_1) is e^-3.5 smaller and started 1000x "
+                    "smaller", name="theta1: R^2 of log dist(Phi, E_1) vs iteration"),
+        lower_bound(decades1, 3.0, "issue #12: the exponential fit spans at least three "
+                    "decades", name="theta1: decades of decay in the fit window"),
+        agreement(abs(-fit1.slope - rate_pred) / rate_pred, 1e-3, "Theorem 3.5 (linearised): "
+                  "the slowest normal mode decays by 1 - lr lambda_min+ per step; the "
+                  "linearisation error is first order in the distance (<= 1e-4 in the window), "
+                  "with a margin of 10", name="theta1: |fitted rate / (-log(1 - lr lambda)) - 1|"),
+        agreement(abs(fit_inc.slope / fit1.slope - 1), 1e-3, "theta_t converges to a point: "
+                  "its increments decay geometrically at the same rate, so they are summable "
+                  "(same linearisation error)", name="theta1: increment rate / distance rate - 1"),
+        agreement(abs(d2[-1] - plateau_pred) / plateau_pred, 1e-4, "Prop. B.30 / check 18: "
+                  "GD damps every direction of the start except ker grad^2 R; the distance "
+                  "settles at dist_E2(Phi(theta^(2) + P_ker noise)), up to second-order terms "
+                  "(relative size ~ the 1e-6 noise, margin 100)",
+                  name="theta2: |final dist_E2 / predicted plateau - 1|"),
+        upper_bound(decay2, float(10 ** (-0.01 * decades1)), "reference: the theta^(2) curve "
+                    "decays, markedly more slowly than theta^(1)'s: at 1/100 of theta^(1)'s "
+                    "rate it would fall by 10^(-decades1 / 100) over the same window",
+                    name="theta2: dist_E2 end / start of the window", finding=_THETA2_FINDING),
+        details=det)
 
 
 # ---------------------------------------------------------------- check 20 ------------
@@ -639,52 +892,87 @@ def theorem36_problem():
 def check_20():
     prob = theorem36_problem()
     d = prob.d
-    K = krylov_basis = lda.krylov_basis(prob.cov, prob.m_pos)
+    K = lda.krylov_basis(prob.cov, prob.m_pos)
     P = K @ K.T
     v = jax.random.normal(stream_key(SEED, "c20"), (d,))
     v = 1.5 * (v - P @ v) / jnp.linalg.norm(v - P @ v)
     th0 = lda.LDAParams(jnp.zeros((d, d)), jnp.zeros(d), v, jnp.zeros(()))
-    lr, outer, inner = 2e-3, 60, 250
-    Rs = float(lda.reduced_loss(prob, lda.bayes_score(prob)[0], 64))  # same rule as L(w_t)
+    lr, records, every = 2e-3, 60, 250
+    wstar = lda.bayes_score(prob)[0]
+    Rs = float(lda.reduced_loss(prob, wstar, 64))          # same rule as L(w_t)
     lam = float(jnp.min(jnp.linalg.eigvalsh(prob.cov)))
     alpha = lam**2 * float(v @ v)
 
+    def metrics(t, p):
+        w = lda.phi(p, t).w
+        G = (jnp.sum((p.cov @ t.v21) ** 2) * jnp.eye(d) + t.U11 @ p.cov @ p.cov @ t.U11.T)
+        return {"resid": lda.invariant_set_residual(t, K),
+                "balance": jnp.sum(t.U11**2) - jnp.sum(t.v21**2) + v @ v,
+                "excess": lda.reduced_loss(p, w, 64) - Rs,
+                "G_min": jnp.min(jnp.linalg.eigvalsh(G)), "w": w, "theta": lda.flatten(t)[0]}
+
+    res = train(None, th0, optax.sgd(lr), steps=records * every, data=prob,
+                record_every=every, metrics_fn=metrics, desc="lda.20 GD",
+                value_and_grad_fn=lambda th, p, _key: lda.value_and_grad(p, th, 64))
+    h = res.history
+    ex = np.asarray(h["excess"])
+    time_ = lr * every * np.arange(1, records + 1)          # gradient-flow time lr * t
+    ex0 = float(lda.reduced_loss(prob, jnp.zeros(d), 64)) - Rs
+    # along the path: lambda_max of grad^2 R (smoothness M) and mu_t = lambda_min grad^2 L(w_t)
+    unr = lda.flatten(th0)[1]
+    z0 = jnp.zeros(())
+
     @jax.jit
-    def run(th):
-        def step(t, _):
-            g = lda.grad(prob, t, 64)
-            return jax.tree.map(lambda a, b: a - lr * b, t, g), None
+    def curvatures(thetas, ws):
+        M = jax.vmap(lambda x: jnp.linalg.eigvalsh(lda.hessian(prob, unr(x), 64))[-1])(thetas)
+        mu = jax.vmap(lambda w: jnp.linalg.eigvalsh(lda.hess_eff(
+            prob, lda.Effective(w, z0, z0, jnp.zeros(d)), 64)[:d, :d])[0])(ws)
+        return M, mu
 
-        def block(t, _):
-            t, _ = jax.lax.scan(step, t, None, length=inner)
-            w = lda.phi(prob, t).w
-            G = (jnp.sum((prob.cov @ t.v21) ** 2) * jnp.eye(d)
-                 + t.U11 @ prob.cov @ prob.cov @ t.U11.T)
-            return t, {"resid": lda.invariant_set_residual(t, K),
-                       "balance": jnp.sum(t.U11**2) - jnp.sum(t.v21**2) + v @ v,
-                       "excess": lda.reduced_loss(prob, w, 64) - Rs,
-                       "G_min": jnp.min(jnp.linalg.eigvalsh(G)), "w": w}
-        return jax.lax.scan(block, th, None, length=outer)
-
-    thf, tr = run(th0)
-    wstar = lda.bayes_score(prob)[0]
-    ex = np.asarray(tr["excess"])
-    steps = inner * np.arange(1, outer + 1)
-    fit = ex > 1e-9                      # above the quadrature floor of the excess
-    slope = np.polyfit(steps[fit], np.log(ex[fit]), 1)[0]
-    det = {"dim_K": int(krylov_basis.shape[1]), "max_invariant_residual": float(tr["resid"].max()),
-           "max_balance_drift": float(np.max(np.abs(tr["balance"]))),
-           "min_G_eig_over_alpha": float(tr["G_min"].min()) / alpha,
-           "excess_first_last": [float(ex[0]), float(ex[-1])], "log_excess_slope_per_step": slope,
-           "w_error": float(jnp.linalg.norm(tr["w"][-1] - wstar)), "steps": int(steps[-1]),
-           "lr": lr, "monotone_above_floor": bool(np.all(np.diff(ex[fit]) < 0))}
-    ok = (det["dim_K"] == 2 and det["max_invariant_residual"] <= 1e-10
-          and det["max_balance_drift"] <= 10 * lr and det["min_G_eig_over_alpha"] >= 1 - 1e-9
-          and slope < 0 and det["monotone_above_floor"] and ex[-1] < 1e-6 * ex[0]
-          and det["w_error"] < 1e-4)
-    return Outcome(det["max_invariant_residual"], 1e-10, "invariance is exact (residual is "
-                   "round-off); balance drifts by O(lr) under GD; rate judged by a fitted "
-                   "negative log-slope and three decades of decay", det, passed=ok)
+    M, mu = curvatures(jnp.asarray(h["theta"]), jnp.concatenate([jnp.zeros((1, d)), h["w"],
+                                                                  wstar[None]]))
+    M, mu0 = float(M.max()), float(mu.min())
+    # GD drifts the balance by lr^2 sum_t (|g_U|^2 - |g_v|^2) (the O(lr) cross terms cancel
+    # on T_K), and the descent lemma gives lr sum_t |g_t|^2 <= Delta R / (1 - lr M / 2)
+    drift_bound = lr * (ex0 - ex[-1]) / (1 - lr * M / 2)
+    above = ex > 1e-9                      # above the quadrature floor of the excess
+    ratio = ex[above] / (ex0 * np.exp(-2 * alpha * mu0 * time_[above]))
+    fit = stats.fit_semilog(time_[above], ex[above])
+    w_err = float(jnp.linalg.norm(h["w"][-1] - wstar))
+    det = {"dim_K": int(K.shape[1]), "max_invariant_residual": float(h["resid"].max()),
+           "max_balance_drift": float(np.max(np.abs(h["balance"]))),
+           "balance_drift_bound": drift_bound, "M_path": M, "mu0": mu0, "alpha": alpha,
+           "min_G_eig_over_alpha": float(h["G_min"].min()) / alpha,
+           "excess_first_last": [float(ex[0]), float(ex[-1])],
+           "log_excess_rate_per_time": -fit.slope, "log_excess_fit_r2": fit.r2,
+           "theorem_rate_2_alpha_mu0": 2 * alpha * mu0,
+           "max_excess_over_theorem_bound": float(ratio.max()), "w_error": w_err,
+           "steps": records * every, "lr": lr}
+    return Outcome(
+        agreement(det["max_invariant_residual"], 1e-10, "reference: u12, v22, P_K v21 and "
+                  "U11 P_K stay <= 1e-10 (invariance is exact; the residual is round-off)",
+                  name="max distance from T_K"),
+        count(det["dim_K"], 2, "Prop. B.35: Gamma = diag(1..5) distinct and m on two "
+              "eigenvectors, so dim K = 2 (numerical rank of the Krylov matrix)", name="dim K"),
+        upper_bound(det["max_balance_drift"], drift_bound, "GD moves |U11|^2 - |v21|^2 by "
+                    "lr^2 (|g_U|^2 - |g_v|^2) per step; summed, at most lr (L(w_0) - L(w_T)) / "
+                    "(1 - lr M / 2) by the descent lemma (M = max lambda_max of grad^2 R at "
+                    "the recorded points)", name="|balance drift| (O(step) bound)"),
+        lower_bound(det["min_G_eig_over_alpha"], 1 - 1e-9, "Theorem 3.6: G_t >= "
+                    "lambda_min(Gamma)^2 |v21(0)|^2 I along the run (round-off margin 1e-9)",
+                    name="min eig G_t / alpha"),
+        upper_bound(det["max_excess_over_theorem_bound"], 1.0, "Theorem 3.6: L(w_t) - L(w*) "
+                    "<= exp(-2 alpha mu0 t) (L(w_0) - L(w*)) (t = lr * steps; mu0 = min "
+                    "lambda_min grad^2 L over the recorded w_t and w*), above the 1e-9 floor",
+                    name="max excess / Theorem 3.6 bound"),
+        lower_bound(float(np.log10(ex[above][0] / ex[above][-1])), 3.0, "log(L(w_t) - L(w*)) "
+                    "decreases at least linearly: three decades or more above the 1e-9 "
+                    "quadrature floor", name="decades of excess decay"),
+        upper_bound(w_err, float(np.sqrt(2 * max(ex[-1], 1e-15) / mu0)) + 1e-12,
+                    "w_t -> w*: strong convexity of L near w* gives |w - w*| <= "
+                    "sqrt(2 (L(w) - L(w*)) / mu0), with the excess floored at its round-off "
+                    "1e-15", name="|w_T - w*|"),
+        details=det)
 
 
 # ---------------------------------------------------------------- check 21 ------------
@@ -703,7 +991,7 @@ def check_21():
         "missing_component": (np.arange(1.0, 7.0), np.array([1.0, 1, 0, 1, 1, 1])),
         "repeated_eigenvalue": (np.array([1.0, 1, 2, 3, 3, 3]), np.ones(6)),
     }
-    det, ok = {}, True
+    det, comps, worst = {}, [], 0.0
     for name, (lam, coef) in cases.items():
         cov, m = Q @ np.diag(lam) @ Q.T, Q @ coef
         predicted = len({float(lv) for lv, cf in zip(lam, coef, strict=True) if cf != 0})
@@ -712,9 +1000,15 @@ def check_21():
         invariant = float(np.max(np.abs(K.T @ cov @ perp))) if K.shape[1] < 6 else 0.0
         det[name] = {"dim_K": K.shape[1], "predicted": predicted,
                      "K_perp_Gamma_invariance": invariant}
-        ok &= K.shape[1] == predicted and invariant < 1e-10
-    return Outcome(0.0 if ok else 1.0, 0.5, "dimension counts from an SVD of the Krylov "
-                   "matrix vs the spectral prediction", det, passed=ok)
+        worst = max(worst, invariant)
+        comps.append(count(K.shape[1], predicted, "numerical rank (SVD, 1e-10) of the Krylov "
+                           "matrix vs the number of eigenspaces that m meets (Prop. B.35)",
+                           name=f"{name}: dim K"))
+    return Outcome(
+        *comps,
+        agreement(worst, 1e-10, "K^perp is Gamma-invariant (so T_K is invariant): "
+                  "|K^T Gamma P_perp| vanishes up to round-off", name="max |K^T Gamma P_perp|"),
+        details=det)
 
 
 # ---------------------------------------------------------------- check 22 ------------
@@ -742,7 +1036,68 @@ def check_22():
     ws = dirs / jnp.linalg.norm(dirs, axis=1, keepdims=True) * norms[:, None]
     L = jax.jit(jax.vmap(lambda w: lda.reduced_loss(prob, w, 24)))(ws)
     ratio = float(jnp.min(L / (C1 * norms)))
-    return Outcome(err, 1e-12, "closed form vs scipy.quad at 1e-13; the bound must hold for "
-                   "every w (min L / (C1 |w|) >= 1)", {"C1": C1, "M": M,
-                                                       "min_L_over_C1_w": ratio},
-                   passed=err <= 1e-12 and ratio >= 1.0)
+    return Outcome(
+        agreement(err, 1e-12, "Lemma B.6 closed form vs scipy.quad at 1e-13 (reference: "
+                  "1e-12)", name="E[X_+] rel. error"),
+        lower_bound(ratio, 1.0, "Lemma B.32: L(w) >= C1 |w| for every w", name="min L / (C1 |w|)"),
+        details={"C1": C1, "M": M, "min_L_over_C1_w": ratio})
+
+
+# ---------------------------------------------------------------- check 23 ------------
+
+_FIG4_FINDING = (
+    "The paper reports neither the run length nor the batch size of Fig. 4, and C2 has no "
+    "spurious local minimum on the way (Theorem 3.1: every critical point of R~ is global): "
+    "a Gaussian start may only be slower, so with enough steps most of its runs can reach "
+    "the noise floor too.")
+
+
+@register_check(
+    "lda.23-figures4-5-sgd",
+    "Figures 4/5 (quick form: C2, SGD step 1e-2, batch 256, 3000 steps, 6 seeds per start): "
+    "every run from the Fig. 5 start is within eps of R* after T steps (tail-averaged "
+    "excess, eps = SGD noise floor + 3 sd); every Fig. 5 run gets there before every Fig. 4 "
+    "run; most Fig. 4 runs are not there at T.",
+    "§4.5, §6 check 23",
+)
+def check_23():
+    prob = lda.config("C2")
+    Rs = float(lda.bayes_risk(prob))
+    seeds, steps, batch, lr, every, order = 6, 3000, 256, 1e-2, 20, 40
+    key = stream_key(SEED, "c23")
+    iters = every * np.arange(1, steps // every + 1)
+    out, det = {}, {}
+    for i, init in enumerate(("gaussian", "fig5")):
+        r = lda_sims.sgd_runs(prob, init, jax.random.fold_in(key, i), seeds=seeds, steps=steps,
+                              batch=batch, lr=lr, eval_every=every, order=order)
+        floor, sd = lda.sgd_noise_floor(prob, r["theta"], lr, batch, order, batched=True)
+        eps = lda_sims.sgd_epsilon(floor, sd)
+        tail = lda_sims.tail_excess(r["risk"], Rs)
+        t_in = lda_sims.time_within(iters, r["risk"], Rs, eps)
+        out[init] = {"within": tail <= eps, "t": t_in, "risk0": r["risk0"]}
+        det[init] = {"tail_excess": tail, "noise_floor": floor, "noise_floor_sd": sd,
+                     "eps": eps, "first_step_within_eps": t_in,
+                     "final_PK_v21": r["PK_v21"][:, -1], "final_v21": r["v21"][:, -1]}
+    t5, t4 = out["fig5"]["t"], out["gaussian"]["t"]
+    first = int(np.sum(t5[:, None] < t4[None, :]))           # Mann-Whitney U
+    n4 = int(out["gaussian"]["within"].sum())
+    det.update({"seeds": seeds, "steps": steps, "batch": batch, "lr": lr, "eval_every": every,
+                "tail_fraction": lda_sims.TAIL_FRACTION, "R_star": Rs,
+                "fig4_fraction_within_eps": n4 / seeds})
+    return Outcome(
+        count(int(out["fig5"]["within"].sum()), seeds, "reference: from the Fig. 5 start the "
+              "risk drops to a small excess. eps = stationary excess of constant-step SGD at "
+              "the run's end + 3 sd (linearised SGD, lda.sgd_noise_floor): a run at its noise "
+              "floor exceeds it with probability well under 1 %; the excess is averaged over "
+              "the last 20 % of the evaluations", name="Fig. 5 runs within eps at T"),
+        count(first, seeds * seeds, "reference: the Fig. 5 start gets there faster. Every "
+              "(Fig. 5, Fig. 4) pair has the Fig. 5 run within eps first (Mann-Whitney U = "
+              "n^2; by chance with probability 1 / C(2n, n) = 1/924 for n = 6)",
+              name="pairs where the Fig. 5 run is within eps first"),
+        upper_bound(n4 / seeds, 0.5, "reference: from the all-Gaussian start progress is much "
+                    "slower or stalls above R* in most seeds", name="Fig. 4 fraction within "
+                    "eps at T", finding=_FIG4_FINDING),
+        agreement(float(np.max(np.abs(out["fig5"]["risk0"] - np.log(2)))), 1e-12, "the Fig. 5 "
+                  "start has w = b = r = s = 0, so R = log 2 exactly (GH round-off)",
+                  name="|R(Fig. 5 start) - log 2|"),
+        details=det)
