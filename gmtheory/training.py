@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
 import io
 import json
@@ -363,6 +364,17 @@ class LBFGSResult(NamedTuple):
     funs: np.ndarray   #: final objective of every start
 
 
+@functools.lru_cache(maxsize=64)
+def _lbfgs_objective(fun, treedef, leaf_specs):
+    """The jitted flat value-and-grad of ``fun``, built once per function and structure (a
+    sweep that calls :func:`minimize_lbfgs` with the same ``fun`` traces it once)."""
+    from jax.flatten_util import ravel_pytree
+
+    example = jax.tree.unflatten(treedef, [jnp.zeros(sh, dt) for sh, dt in leaf_specs])
+    _, unravel = ravel_pytree(example)
+    return jax.jit(jax.value_and_grad(lambda v, d: fun(unravel(v), d)))
+
+
 def minimize_lbfgs(fun: Callable, x0, data=None, *, starts=None, maxiter: int = 500,
                    gtol: float = 1e-10, ftol: float = 2.2e-9, bounds=None) -> LBFGSResult:
     """Minimise ``fun(x, data)`` by SciPy's L-BFGS-B on a jitted ``value_and_grad``.
@@ -375,7 +387,8 @@ def minimize_lbfgs(fun: Callable, x0, data=None, *, starts=None, maxiter: int = 
     from jax.flatten_util import ravel_pytree
 
     flat0, unravel = ravel_pytree(x0)
-    vg = jax.jit(jax.value_and_grad(lambda v, d: fun(unravel(v), d)))
+    vg = _lbfgs_objective(fun, jax.tree.structure(x0),
+                          tuple((jnp.shape(a), jnp.result_type(a)) for a in jax.tree.leaves(x0)))
     dtype = flat0.dtype
 
     def f(v):
