@@ -479,7 +479,8 @@ def format_lda(res: dict) -> str:
     return "\n".join([
         f"LDA population GD on C1 (float64, GH order {res['order']}, analytic gradients), "
         f"backend {res['backend']}",
-        f"{res['steps']:,} steps as one lax.scan: {res['scan_s']:.2f} s "
+        f"{res['steps']:,} steps through the training engine (lax.scan blocks): "
+        f"{res['scan_s']:.2f} s "
         f"({res['us_per_step']:.0f} us/step; first call incl. compilation "
         f"{res['first_call_s']:.2f} s)",
         f"baseline, jitted step from a Python loop: {res['python_loop_s_scaled']:.2f} s for the "
