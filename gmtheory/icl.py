@@ -306,8 +306,8 @@ def dmmse_error(key, pool, ell: int, rho: float, draws: int = 1000, test: str = 
     if test not in ("icl", "idg"):
         raise ValueError(f"test: must be 'icl' or 'idg', got {test!r}.")
     k = pool.shape[0] if k is None else int(k)
-    err = _dmmse(key, pool, k, ell, rho, draws, test)
-    return float(jnp.mean(err)), float(jnp.std(err) / np.sqrt(draws))
+    m, se = mean_se(np.asarray(_dmmse(key, pool, k, ell, rho, draws, test)))
+    return float(m), float(se)
 
 
 @partial(jax.jit, static_argnames=("ell", "draws", "test"))

@@ -5,6 +5,7 @@ import pytest
 
 from gmtheory import GaussianMixture
 from gmtheory.problems import random_mixture
+from gmtheory.stats import mean_se
 
 
 def test_validation_messages():
@@ -61,12 +62,11 @@ def test_log_prob_matches_scipy(key):
 def test_moments_against_samples(key):
     mix = random_mixture(key, 3, 2)
     x, _ = mix.sample(jax.random.fold_in(key, 7), 400_000)
-    se = np.asarray(x.std(0)) / np.sqrt(x.shape[0])
-    assert np.all(np.abs(np.asarray(x.mean(0) - mix.mean())) < 5 * se)
+    m1, se = mean_se(np.asarray(x), axis=0)
+    assert np.all(np.abs(m1 - np.asarray(mix.mean())) < 5 * se)
     # second moment: SE of x_i x_j estimated from the samples
-    prods = np.asarray(x[:, :, None] * x[:, None, :])
-    se2 = prods.std(0) / np.sqrt(x.shape[0])
-    assert np.all(np.abs(prods.mean(0) - np.asarray(mix.second_moment())) < 5 * se2)
+    m2, se2 = mean_se(np.asarray(x[:, :, None] * x[:, None, :]), axis=0)
+    assert np.all(np.abs(m2 - np.asarray(mix.second_moment())) < 5 * se2)
     np.testing.assert_allclose(mix.covariance(),
                                mix.second_moment() - jnp.outer(mix.mean(), mix.mean()))
 
