@@ -203,6 +203,68 @@ def _load_ckpt(path: Path, sig, params, opt_state):
 
 # ------------------------------------------------------------------ the engine -----------
 
+@functools.lru_cache(maxsize=32)
+def _programs(loss_fn, value_and_grad_fn, optimizer, metrics_fn, record_every, block, batched,
+              batched_data, has_key):
+    """The compiled block, the optimiser init and the metrics of a training run.
+
+    Cached on the identity of the functions and the optimiser (and the static layout), so
+    that a sweep which calls :func:`train` with the same module-level loss and the same
+    optimiser object traces and compiles its program once; arrays that differ between the
+    calls travel in ``data``.
+    """
+    vg = value_and_grad_fn if value_and_grad_fn is not None else jax.value_and_grad(loss_fn)
+    metrics = metrics_fn if metrics_fn is not None else _no_metrics
+
+    def one_record(carry, data, k, rec):
+        def step(c, t):
+            p, s, alive, bad = c
+            kk = jax.random.fold_in(k, t) if has_key else None
+            val, g = vg(p, data, kk)
+            upd, s_new = optimizer.update(g, s, p)
+            p_new = optax.apply_updates(p, upd)
+            ok = alive & jnp.isfinite(val) & _tree_finite(p_new)
+            p = jax.tree.map(lambda a, b: jnp.where(ok, a, b), p_new, p)
+            s = jax.tree.map(lambda a, b: jnp.where(ok, a, b), s_new, s)
+            bad = jnp.where(alive & ~ok, t, bad).astype(bad.dtype)
+            return (p, s, ok, bad), jnp.where(ok, val, jnp.nan)
+
+        ts = (rec * record_every + jnp.arange(record_every)).astype(jnp.int32)
+        carry, vals = jax.lax.scan(step, carry, ts)
+        return carry, (jnp.nanmean(vals), metrics(carry[0], data))
+
+    def one_block(p, s, alive, bad, data, k, first_record):
+        def body(c, r):
+            return one_record(c, data, k, r)
+        recs = first_record + jnp.arange(block)
+        (p, s, alive, bad), (losses, hist) = jax.lax.scan(body, (p, s, alive, bad), recs)
+        return p, s, alive, bad, losses, hist
+
+    if batched:
+        axes = (0, 0, 0, 0, 0 if batched_data else None, 0 if has_key else None, None)
+        run_block = jax.jit(jax.vmap(one_block, in_axes=axes,
+                                     out_axes=(0, 0, 0, 0, 1, 1)))
+        init = jax.vmap(optimizer.init)
+        init_metrics = jax.jit(jax.vmap(metrics, in_axes=(0, 0 if batched_data else None)))
+    else:
+        run_block = jax.jit(one_block)
+        init = optimizer.init
+        init_metrics = jax.jit(metrics)
+    return run_block, init, init_metrics
+
+
+def _no_metrics(p, d):
+    return {}
+
+
+def _get_programs(*args):
+    try:
+        hash(args)
+    except TypeError:  # an unhashable optimiser or function: build without the cache
+        return _programs.__wrapped__(*args)
+    return _programs(*args)
+
+
 def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, data=None,
           value_and_grad_fn: Callable | None = None, record_every: int | None = None,
           metrics_fn: Callable | None = None, block_records: int | None = None,
@@ -257,46 +319,11 @@ def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, 
     if batched and key is not None and jnp.ndim(key) != 1:
         raise ValueError("key: with batched=True, pass one key per model (an array of keys).")
 
-    vg = value_and_grad_fn if value_and_grad_fn is not None else jax.value_and_grad(loss_fn)
-    metrics = metrics_fn if metrics_fn is not None else (lambda p, d: {})
     has_key = key is not None
-
-    def one_record(carry, data, k, rec):
-        def step(c, t):
-            p, s, alive, bad = c
-            kk = jax.random.fold_in(k, t) if has_key else None
-            val, g = vg(p, data, kk)
-            upd, s_new = optimizer.update(g, s, p)
-            p_new = optax.apply_updates(p, upd)
-            ok = alive & jnp.isfinite(val) & _tree_finite(p_new)
-            p = jax.tree.map(lambda a, b: jnp.where(ok, a, b), p_new, p)
-            s = jax.tree.map(lambda a, b: jnp.where(ok, a, b), s_new, s)
-            bad = jnp.where(alive & ~ok, t, bad).astype(bad.dtype)
-            return (p, s, ok, bad), jnp.where(ok, val, jnp.nan)
-
-        ts = (rec * record_every + jnp.arange(record_every)).astype(jnp.int32)
-        carry, vals = jax.lax.scan(step, carry, ts)
-        return carry, (jnp.nanmean(vals), metrics(carry[0], data))
-
-    def one_block(p, s, alive, bad, data, k, first_record):
-        def body(c, r):
-            return one_record(c, data, k, r)
-        recs = first_record + jnp.arange(block)
-        (p, s, alive, bad), (losses, hist) = jax.lax.scan(body, (p, s, alive, bad), recs)
-        return p, s, alive, bad, losses, hist
-
-    if batched:
-        axes = (0, 0, 0, 0, 0 if batched_data else None, 0 if has_key else None, None)
-        run_block = jax.jit(jax.vmap(one_block, in_axes=axes,
-                                     out_axes=(0, 0, 0, 0, 1, 1)))
-        init = jax.vmap(optimizer.init)
-        init_metrics = jax.jit(jax.vmap(metrics, in_axes=(0, 0 if batched_data else None)))
-        n_models = jax.tree.leaves(params)[0].shape[0]
-    else:
-        run_block = jax.jit(one_block)
-        init = optimizer.init
-        init_metrics = jax.jit(metrics)
-        n_models = None
+    run_block, init, init_metrics = _get_programs(
+        loss_fn, value_and_grad_fn, optimizer, metrics_fn, record_every, block, batched,
+        batched_data, has_key)
+    n_models = jax.tree.leaves(params)[0].shape[0] if batched else None
 
     opt_state = init(params)
     initial = {k: np.asarray(v) for k, v in init_metrics(params, data).items()}
@@ -306,7 +333,8 @@ def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, 
     done, hist_rows, loss_rows = 0, {}, []
     if path is not None:
         path = Path(path)
-        sig = _signature(params, opt_state, key, data, steps, record_every, block, batched, tag)
+        sig = _signature(params, opt_state, key, data, steps, record_every, block, batched,
+                         [tag, sorted(initial)])
         hit = _load_ckpt(path, sig, params, opt_state) if path.exists() else None
         if hit is not None:
             done, params, opt_state, hist0, losses0 = hit
