@@ -26,7 +26,7 @@ from pathlib import Path
 
 import sympy as sp
 
-__all__ = ["derive", "prop21_function", "write_markdown", "PROP21_ARGS"]
+__all__ = ["derive", "prop21_function", "markdown", "write_markdown", "PROP21_ARGS"]
 
 # argument order of the lambdified Prop. 2.1 expression
 PROP21_ARGS = ("pi1", "m1", "m2", "G1", "G2", "U", "V", "z")
@@ -131,6 +131,14 @@ def prop21_function():
 
 def write_markdown(path: str | Path) -> Path:
     """Write every step of the derivation as LaTeX (``$$ ... $$``) into ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(markdown())
+    return path
+
+
+def markdown() -> str:
+    """Every step of the derivation as Markdown with LaTeX (``$$ ... $$``)."""
     d = derive()
     L = sp.latex
     x, u, m, s = sp.symbols("x u m s")
@@ -159,10 +167,7 @@ def write_markdown(path: str | Path) -> Path:
         "$$\\alpha_1\\big|_{G_1 = G_2} = " + L(d["eq3_gates"][0]) + "$$", "",
         f"Residual: ${L(d['eq3_residual'])}$: the quadratic offsets cancel.", "",
     ]
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines))
-    return path
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":  # pragma: no cover

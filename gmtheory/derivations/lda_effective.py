@@ -16,6 +16,7 @@ with fully symbolic ``U, V`` (3 x 3, d = 2), the query ``(x, 0)``, and shows:
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 import sympy as sp
@@ -23,6 +24,7 @@ import sympy as sp
 __all__ = ["derive", "markdown"]
 
 
+@lru_cache(maxsize=1)
 def derive() -> dict:
     d = 2
     x = sp.Matrix(sp.symbols("x1 x2", real=True))
