@@ -286,7 +286,8 @@ def markdown() -> str:
         "$\\operatorname{tr}\\Sigma(\\Sigma+\\epsilon)^{-1} = p - \\epsilon\\operatorname{tr}"
         "(\\Sigma+\\epsilon)^{-1}$ (`trace_split_residual`), $p/n \\to 1/\\tau$ and $m = "
         "\\tfrac1p\\operatorname{tr}(\\Sigma + \\epsilon)^{-1}$:", "",
-        "$$" + L(d["ridge_equation"]) + " = 0,\\qquad m = M_\\kappa(q + \\epsilon)$$", "",
+        "$$1 - \\tau + \\frac{\\tau\\lambda}{\\epsilon} - \\epsilon\\, m = 0,\\qquad "
+        "m = M_\\kappa(q + \\epsilon)$$", "",
         "(`ridge_rearrangement_residual`) — the equation whose smallest positive root "
         "`icl.ridge_epsilon` brackets. At $\\epsilon \\to 0^+$ it is $+\\infty$ "
         "($\\tau\\lambda/\\epsilon$) and at $\\epsilon \\to \\infty$ it tends to $-\\tau$ "
@@ -300,7 +301,8 @@ def markdown() -> str:
         "With $\\kappa = \\infty$, $\\epsilon_\\infty \\to \\lambda$ as $\\tau \\to \\infty$ "
         "(`eps_tau_limit_residual`), the coefficient $c_\\epsilon$ of `icl.e_icl_ridge` "
         "tends to 0 (its denominator contains $-\\tau$; `c_eps_tau_limit_residual`), and", "",
-        "$$e_{ICL} \\to " + L(d["ridge_tau_limit"]) + "$$", "",
+        "$$e_{ICL} \\to \\frac{1 + q}{(1 + q + \\lambda)^2} - \\frac{2}{1 + q + \\lambda} "
+        "+ 1 + \\rho,\\qquad q = \\frac{1+\\rho}{\\alpha}$$", "",
         "(`ridge_tau_limit_residual`). As $\\lambda \\to 0$:", "",
         "$$e_{ICL} \\to " + L(d["limit_large"]) + "$$", "",
         "(`limit_large_residual`), `icl.limit_large`. The ridgeless $e_{ICL}$ and "

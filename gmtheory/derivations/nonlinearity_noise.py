@@ -199,8 +199,9 @@ def _exact_error(out):
                 sp.simplify(E(lambda v, x: v**4, fpos, fneg) - 3 * F2_**2)]
 
     cc0, cc1 = sp.symbols("c_0 c_1", real=True)
-    examples = {"relu": gaps(zz, 0), "sign": gaps(1, -1), "|z|": gaps(zz, -zz),
-                "z^2": gaps(zz**2, zz**2), "c_0 + c_1 z": gaps(cc0 + cc1 * zz, cc0 + cc1 * zz)}
+    examples = {"\\mathrm{ReLU}(z)": gaps(zz, 0), "\\mathrm{sign}(z)": gaps(1, -1),
+                "\\lvert z\\rvert": gaps(zz, -zz), "z^2": gaps(zz**2, zz**2),
+                "c_0 + c_1 z": gaps(cc0 + cc1 * zz, cc0 + cc1 * zz)}
     out["delta_examples"] = examples
     out["affine_gap_residual"] = [sp.expand(v - w) for v, w in
                                   zip(examples["c_0 + c_1 z"], (0, 0, -2 * cc0**4),
