@@ -72,3 +72,12 @@ def test_rendered_table_links_existing_files(tmp_path):
         for key in r.derivation.names:
             target = key.partition(".")[0] + ".md"
             assert f"]({target})" in text and (out / target).is_file()
+
+
+def test_cli_derive_writes_the_folder_and_exits_0(tmp_path, capsys, registries):
+    from gmtheory.cli import main
+
+    assert main(["derive", "--out", str(tmp_path / "d")]) == 0
+    out = capsys.readouterr().out
+    assert "residuals," in out and "NOT ZERO" not in out and "four-forms table:" not in out
+    assert (tmp_path / "d" / "four-forms.md").is_file()

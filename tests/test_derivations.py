@@ -221,3 +221,14 @@ def test_write_all_folder_and_single_file(tmp_path):
     one = write_all(tmp_path / "all.md")
     text = one.read_text()
     assert one.is_file() and "Four forms per result" in text and "tanh" in text
+
+
+def test_numeric_residual_fallback():
+    from gmtheory.derivations._common import NumericResidual, is_zero, numeric_residual
+
+    x = sympy.Symbol("x")
+    expr = sympy.asin(x) - sympy.atan(x / sympy.sqrt(1 - x**2))   # 0 on (-1, 1)
+    r = numeric_residual(expr, [x], lambda rng: [rng.uniform(-0.99, 0.99)], points=10)
+    assert isinstance(r, NumericResidual) and is_zero(r) and r.value <= 1e-30
+    assert not is_zero(numeric_residual(expr + x * 1e-20, [x],
+                                        lambda rng: [rng.uniform(0.1, 0.9)], points=3))

@@ -248,10 +248,11 @@ def markdown() -> str:
         "\\tfrac1k\\sum_j w_jw_j^\\top G$: $1 = xM + \\tfrac{1}{kd}\\sum_j w_j^\\top G w_j$. "
         "Sherman–Morrison, $w^\\top(A + ww^\\top/k)^{-1}w = \\frac{w^\\top A^{-1}w}{1 + "
         "w^\\top A^{-1}w/k}$ (`sherman_morrison_residual`, symbolic $A$), with $A = "
-        "G_{-j}^{-1}$ the resolvent without $w_j$, and the concentration $w_j^\\top G_{-j}"
-        "w_j \\approx \\operatorname{tr}G_{-j} \\approx dM$ (the step that is not algebra; "
-        "`icl.01` checks the result against a sampled pool) give $\\tfrac{1}{kd}\\sum_j "
-        "w_j^\\top Gw_j \\approx \\frac{M}{1 + M/\\kappa}$ (`trace_term_residual`). Hence", "",
+        "G_{-j}^{-1}$ ($G_{-j}$ the resolvent without $w_j$), and the concentration "
+        "$w_j^\\top G_{-j}w_j \\approx \\operatorname{tr}G_{-j} \\approx dM$ (the step that "
+        "is not algebra; `icl.01` checks the result against a sampled pool) give "
+        "$\\tfrac{1}{kd}\\sum_j w_j^\\top Gw_j \\approx \\frac{M}{1 + M/\\kappa}$ "
+        "(`trace_term_residual`). Hence", "",
         "$$1 = xM + \\frac{M}{1 + M/\\kappa}\\iff M = \\Big(x + \\frac{1}{1 + M/\\kappa}"
         "\\Big)^{-1}$$", "",
         "(`fixed_point_form_residual`), i.e. the quadratic $" + L(d["quadratic"])
@@ -282,7 +283,10 @@ def markdown() -> str:
         "**Deterministic equivalent.** For ridge regression with $n$ samples of $p$ "
         "features of covariance $\\Sigma$ (after the scaling $n\\lambda/d$ of the penalty), "
         "the same leave-one-out argument as in §1 gives $\\epsilon - \\lambda = "
-        "\\tfrac{\\epsilon}{n}\\operatorname{tr}\\Sigma(\\Sigma + \\epsilon)^{-1}$. With "
+        "\\tfrac{\\epsilon}{n}\\operatorname{tr}\\Sigma(\\Sigma + \\epsilon)^{-1}$ (this "
+        "step assumes independent samples, which prompts sharing a task are not when "
+        "$\\kappa < \\infty$: the resulting equation is Lu et al.'s, and `icl.04` checks it "
+        "against pretraining simulations). With "
         "$\\operatorname{tr}\\Sigma(\\Sigma+\\epsilon)^{-1} = p - \\epsilon\\operatorname{tr}"
         "(\\Sigma+\\epsilon)^{-1}$ (`trace_split_residual`), $p/n \\to 1/\\tau$ and $m = "
         "\\tfrac1p\\operatorname{tr}(\\Sigma + \\epsilon)^{-1}$:", "",
