@@ -18,7 +18,7 @@ EPILOG = """examples:
   gmtheory run prompt-convergence --set reps=128,Ls=100,1000,10000
   gmtheory run lda-sweep --set pi_pos=0.5,0.7,0.9,separation=1,2,d=2,5
   gmtheory reproduce                   all checks + all figures + a Markdown report
-  gmtheory derive --out derivations.md
+  gmtheory derive                      sympy derivations into derivations/ (one page each)
   gmtheory bench operator             (also: gma, gma-profile, lda, icl)
 """
 
@@ -94,7 +94,7 @@ def cmd_reproduce(args) -> int:
     print("\n== derivations ==")
     from .derivations import write_all
 
-    print(f"wrote {write_all(out / 'derivations.md')}")
+    print(f"wrote {write_all(out / 'derivations')}/")
     print("\n== figures (profile: quick) ==")
     figs = []
     for n in all_figures():
@@ -109,7 +109,7 @@ def cmd_reproduce(args) -> int:
         "# gmtheory reproduce report", "",
         f"{summary_line(results)} ({len(results)} checks); {len(figs)} figures; "
         f"{total:.0f} s in total.",
-        "", "Symbolic derivations: [derivations.md](derivations.md).",
+        "", "Symbolic derivations: [derivations/README.md](derivations/README.md).",
         "", "## Checks", "",
         "Verdicts: PASS (every comparison holds), FINDING (the independent computations "
         "agree but the reference's expectation is not what was measured; the reason is "

@@ -464,6 +464,18 @@ def derive() -> dict:
     return out
 
 
+@lru_cache(maxsize=1)
+def single_head_solutions():
+    """Step 6 alone: ``(solutions, xi2)`` — the values of ``gamma^2 > 0`` for which Prop.
+    C.4's conditions (1)-(3) admit one exact head, and the symbol ``xi^2`` (check
+    ``denoising.28`` requires the list to be exactly ``[xi^2]``)."""
+    out: dict = {}
+    _single_head(out)
+    sols = out["single_head_solutions"]
+    xi2 = next(iter(set().union(*(e.free_symbols for e in sols)))) if sols else None
+    return sols, xi2
+
+
 # ------------------------------------------------------------------- lambdified forms
 def bayes_denoiser_function():
     """Eq. (10) (M = 2, d = 2) lambdified with numpy: ``f(pi1, m1, m2, Gamma, xi, z)``
