@@ -84,6 +84,7 @@ def test_gradient_descent_records_and_validates():
     thf, tr = lda.gradient_descent(prob, th, 1e-3, 40, record_every=10, order=24,
                                    progress=False)
     assert tr["dist_E1"].shape == (4,) and tr["theta"].shape == (4, 9)
+    assert tr["grad_sq"].shape == (4,) and np.all(tr["grad_sq"] > 0)
     np.testing.assert_array_equal(tr["theta"][-1], lda.flatten(thf)[0])
     with pytest.raises(ValueError, match="record_every"):
         lda.gradient_descent(prob, th, 1e-3, 40, record_every=7)

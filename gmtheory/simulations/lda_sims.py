@@ -1,21 +1,28 @@
 """Attention-based LDA experiments (reference §2, §4.1–4.5; paper Figs. 1, 4, 5) and two
 beyond the paper: trained heads on finite prompts, and a (pi, separation, d) sweep.
 
+Every training run goes through :func:`gmtheory.training.train`.
+
 * ``lda-fig1``: population gradient descent on C1 (step 1e-4, Gauss–Hermite risk)
   from the Table 3 starts theta^(1) (near Theta_1) and theta^(2) (near Theta_2) plus
-  N(0, eps^2) noise on every entry; one jitted ``lax.scan`` per start.
+  N(0, eps^2) noise on every entry (:func:`gmtheory.lda.gradient_descent`).
 * ``lda-sgd``: SGD on C2 (d = 20, step 1e-2) from the all-Gaussian start (Fig. 4) and
-  the Fig. 5 start, over several seeds (vmapped), population risk by 2-D GH.
+  the Fig. 5 start, seeds batched in one run (:func:`sgd_runs`), population risk by 2-D
+  GH; success = tail-averaged excess (:func:`tail_excess`) within the run's SGD noise
+  floor + 3 sd (:func:`sgd_epsilon`, :func:`gmtheory.lda.sgd_noise_floor`).
 * ``lda-finite-prompt``: a softmax and a linear head trained with optax Adam on sampled
-  prompts of L tokens; excess risk with the infinite-prompt operator and on fresh prompts.
+  prompts of L tokens (seeds batched); excess risk with the infinite-prompt operator and
+  on fresh prompts.
 * ``lda-sweep``: final excess risk of a population-trained softmax head and of the best
-  linear attention over a grid of class balance and separation.
+  linear attention over a grid of class balance and separation (the problem is passed
+  to the engine as data: one compiled program for the grid).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +36,13 @@ from ._base import Simulation, register
 __all__ = ["Fig1Config", "SGDConfig", "FinitePromptConfig", "SweepConfig", "fig1_rates",
            "sgd_runs", "tail_excess", "sgd_epsilon", "time_within", "TAIL_FRACTION",
            "FLOOR_Z", "finite_prompt_slope", "sweep_problem"]
+
+
+@lru_cache(maxsize=32)
+def _adam_cosine(lr: float, steps: int):
+    """optax Adam with a cosine decay to 1 % of ``lr`` over ``steps`` (built once per
+    setting, so that training runs sharing it share one compiled program)."""
+    return optax.adam(optax.cosine_decay_schedule(lr, steps, alpha=1e-2))
 
 
 def _record_every(steps: int, records: int = 20) -> int:
@@ -147,6 +161,15 @@ def _sgd_init(key, d, init):
     raise ValueError(f"init: unknown {init!r}; use 'gaussian' or 'fig5'.")
 
 
+# train caches its compiled program on the identity of the loss, optimiser and metrics:
+# build each once per setting so that the points of a simulation share one program.
+
+@lru_cache(maxsize=32)
+def _sgd(lr: float):
+    return optax.sgd(lr)
+
+
+@lru_cache(maxsize=32)
 def _sgd_loss(batch):
     def loss(th, data, key):
         prob, _ = data
@@ -155,6 +178,7 @@ def _sgd_loss(batch):
     return loss
 
 
+@lru_cache(maxsize=32)
 def _sgd_metrics(order):
     def metrics(th, data):
         prob, basis = data
@@ -177,9 +201,9 @@ def sgd_runs(prob: lda.LDAProblem, init: str, key, *, seeds: int, steps: int, ba
     keys = jax.random.split(key, seeds)
     th0 = jax.vmap(lambda k: _sgd_init(jax.random.fold_in(k, 0), prob.d, init))(keys)
     basis = lda.krylov_basis(prob.cov, prob.m_pos)
-    res = train(_sgd_loss(batch), th0, optax.sgd(lr), steps=steps,
+    res = train(_sgd_loss(int(batch)), th0, _sgd(float(lr)), steps=steps,
                 key=jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys), data=(prob, basis),
-                record_every=eval_every, metrics_fn=_sgd_metrics(order), batched=True,
+                record_every=eval_every, metrics_fn=_sgd_metrics(int(order)), batched=True,
                 progress=progress, desc=f"lda SGD ({init})")
     h = res.history                                  # (records, seeds) -> (seeds, records)
     return {"risk": h["risk"].T, "PK_v21": h["PK_v21"].T, "v21": h["v21"].T,
@@ -311,6 +335,7 @@ def _prompts(prob, key, B, L, Q):
     return X.reshape(B, L, -1), Y.reshape(B, L), x.reshape(B, Q, -1), y.reshape(B, Q)
 
 
+@lru_cache(maxsize=64)
 def _prompt_loss(kind, L, batch, queries):
     def loss(th, prob, key):
         X, Y, x, y = _prompts(prob, key, batch, L, queries)
@@ -333,9 +358,8 @@ def _fp_point(cfg, point, key):
                                           jnp.zeros(())))
     th0 = jax.vmap(lambda k: unr(cfg.init_scale * jax.random.normal(k, vec0.shape,
                                                                     dtype=vec0.dtype)))(k0)
-    sched = optax.cosine_decay_schedule(cfg.lr, cfg.steps, alpha=1e-2)
     res = train(_prompt_loss(kind, L, batch, cfg.queries),
-                jax.tree.map(lambda a: a.astype(dt), th0), optax.adam(sched),
+                jax.tree.map(lambda a: a.astype(dt), th0), _adam_cosine(cfg.lr, cfg.steps),
                 steps=cfg.steps, key=k1, data=prob_t, record_every=_record_every(cfg.steps),
                 batched=True, desc=f"lda {kind} head, L={L}")
     th = jax.tree.map(lambda a: a.astype(vec0.dtype), res.params)
@@ -444,13 +468,19 @@ class SweepConfig:
                    separation=(0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0), d=(2, 5), steps=10_000)
 
 
+@lru_cache(maxsize=32)
+def _population_grad(order: int):
+    def vg(th, prob, _key):
+        return lda.grad_and_sq_norm(prob, th, order)
+    return vg
+
+
 def _adam_population(prob, th0, lr, steps, order):
     """Adam (cosine decay) on the population risk, analytic gradients; the problem goes in
     as ``data``, so every grid point of the same d runs the same compiled program."""
-    opt = optax.adam(optax.cosine_decay_schedule(lr, steps, alpha=1e-2))
-    res = train(None, th0, opt, steps=steps, data=prob,
-                value_and_grad_fn=lambda th, p, _key: lda.value_and_grad(p, th, order),
-                record_every=_record_every(steps), desc="lda population Adam")
+    res = train(None, th0, _adam_cosine(float(lr), int(steps)), steps=steps, data=prob,
+                value_and_grad_fn=_population_grad(int(order)),
+                record_every=_record_every(steps, 4), desc="lda population Adam")
     return res.params
 
 

@@ -31,6 +31,23 @@ from ._registry import rel_error as _rel
 SEED = 20261204
 
 
+def _worst(*values, default=None):
+    """Largest value, NaN-propagating (Python's ``max`` silently drops a NaN that is not
+    first); ``values`` are numbers or one iterable."""
+    if len(values) == 1 and not np.isscalar(values[0]):
+        values = list(values[0])
+    if not values:
+        if default is None:
+            raise ValueError("_worst: no values and no default.")
+        return default
+    return float(np.max(np.asarray(values, float)))
+
+
+def _least(*values):
+    """Smallest value, NaN-propagating."""
+    return -_worst(*(-np.asarray(v, float) for v in values))
+
+
 def _random_problem(key, d, pi=None, symmetric=False):
     k1, k2, k3, k4 = jax.random.split(key, 4)
     A = jax.random.normal(k1, (d, d))
@@ -141,14 +158,14 @@ def check_07():
     est, se = softmax_attention(tokens, U, V, q, return_se=True)
     zmax = float(jnp.max(jnp.abs(est[:, -1] - lda.predictor(prob, th, xs[:4])) / se[:, -1]))
     return Outcome(
-        agreement(max(errs), 1e-12, "two closed forms in float64 (Prop. 2.1 on the "
+        agreement(_worst(errs), 1e-12, "two closed forms in float64 (Prop. 2.1 on the "
                   "(d+1)-dim degenerate mixture vs eqs. (6)-(7)): round-off",
                   name="last coordinate vs f_theta, rel. error"),
-        agreement(max(vec_errs), 1e-12, "Prop. 2.1 vs the Lemma B.1 vector for y in "
+        agreement(_worst(vec_errs), 1e-12, "Prop. 2.1 vs the Lemma B.1 vector for y in "
                   "{-1, 0, 1}, float64 round-off", name="Lemma B.1 vector, rel. error"),
         upper_bound(zmax, 5.0, "reference §6 item 7: the 10^6-token Monte Carlo estimate "
                     "within 5 delta-method SE", name="max |MC - f_theta| / SE"),
-        details={"last_coordinate": max(errs), "lemma_b1_vector": max(vec_errs),
+        details={"last_coordinate": _worst(errs), "lemma_b1_vector": _worst(vec_errs),
                  "mc_max_z": zmax})
 
 
@@ -171,7 +188,7 @@ def check_08():
         w, b = lda.bayes_score(prob)
         odds = (jnp.log(prob.pi_pos) + mvn.logpdf(x, prob.m_pos, prob.cov)
                 - jnp.log1p(-prob.pi_pos) - mvn.logpdf(x, prob.m_neg, prob.cov))
-        err = max(err, _rel(x @ w + b, odds))
+        err = _worst(err, _rel(x @ w + b, odds))
     return Outcome(agreement(err, 1e-12, "closed form vs density ratio, float64 round-off",
                              name="rel. error of w*^T x + b*"))
 
@@ -203,10 +220,10 @@ def check_09():
                      "max_abs_s": float(jnp.max(jnp.abs(lda.phi(prob, th).s))),
                      "b_star": float(b)}
     return Outcome(
-        agreement(max(v["max_abs_f_minus_fstar"] for v in det.values()), 1e-12,
+        agreement(_worst(v["max_abs_f_minus_fstar"] for v in det.values()), 1e-12,
                   "exact algebraic construction; float64 round-off on |x| ~ 3 "
                   "(reference: 1e-12)", name="max |f_theta - f*|"),
-        agreement(max(v["max_abs_s"] for v in det.values()), 1e-12,
+        agreement(_worst(v["max_abs_s"] for v in det.values()), 1e-12,
                   "Lemma B.3 imposes u12 = -U11 dm / 2, so s = 0 up to round-off",
                   name="max |s(theta)|"),
         details=det)
@@ -234,8 +251,8 @@ def check_10():
         R = lambda eps, h=h: _tensor_risk(prob, lambda x: x @ w + b + eps * h(x), order=60)
         r0 = R(0.0)
         deriv = float(jax.grad(R)(0.0))
-        worst_deriv = max(worst_deriv, abs(deriv))
-        min_increase = min(min_increase, float(R(0.1) - r0), float(R(-0.1) - r0))
+        worst_deriv = _worst(worst_deriv, abs(deriv))
+        min_increase = _least(min_increase, float(R(0.1) - r0), float(R(-0.1) - r0))
     return Outcome(
         agreement(worst_deriv, 1e-10, "reference §6 item 10: the directional derivative at f* "
                   "is <= 1e-10 (GH order 60 on a smooth integrand: error far below)",
@@ -275,7 +292,7 @@ def check_11():
                         "chain_rule": _rel(g_an, chain),
                         "effective_vs_autodiff": _rel(_flat(lda.grad_eff(prob, z)), ge_fd)}
     def worst(k):
-        return max(v[k] for v in det.values())
+        return _worst(v[k] for v in det.values())
 
     return Outcome(
         agreement(worst("finite_diff"), 1e-6, "reference §6 item 11: central differences "
@@ -345,8 +362,8 @@ def check_12():
         r = 3 * jax.random.normal(k2, ())
         for z in (lda.Effective(w, b, jnp.zeros(()), s),
                   lda.Effective(w, b - r * p, r, jnp.zeros(d))):
-            a_excess = max(a_excess, abs(float(lda.risk_eff(prob, z)) - Rs))
-            a_grad = max(a_grad, float(jnp.max(jnp.abs(_flat(lda.grad_eff(prob, z))))))
+            a_excess = _worst(a_excess, abs(float(lda.risk_eff(prob, z)) - Rs))
+            a_grad = _worst(a_grad, float(jnp.max(jnp.abs(_flat(lda.grad_eff(prob, z))))))
     # (b) the convex slices R~_s(w, b, r) for 20 random s, minimised together: their sum is
     # separable and convex, so its minimiser is every slice's minimiser (one L-BFGS run)
     def slice_risks(v, S):
@@ -355,8 +372,9 @@ def check_12():
 
     S = jnp.stack([2 * jax.random.normal(jax.random.fold_in(key, 100 + i), (d,))
                    for i in range(20)])
-    res_b = minimize_lbfgs(lambda v, S: jnp.sum(slice_risks(v, S)), jnp.zeros((20, d + 2)), S,
-                           maxiter=5000, gtol=1e-12, ftol=0.0)
+    # start at w = (0.1, 0.1), not 0: the projected rule's QR has no derivative at w = 0
+    res_b = minimize_lbfgs(lambda v, S: jnp.sum(slice_risks(v, S)), jnp.full((20, d + 2), 0.1),
+                           S, maxiter=5000, gtol=1e-12, ftol=0.0)
     worst_b = float(jnp.max(jnp.abs(slice_risks(res_b.x, S) - Rs)))
     # (c) L-BFGS from 50 random starts on the whole effective space
     def full_risk(v, _):
@@ -402,7 +420,7 @@ def check_12():
            "c_dist_E2_side": dE2[near_e2].tolist(), "c_grad_E2_side": grad_c[near_e2].tolist(),
            "c_E2_side_offset_beyond_flat_directions": resid}
     return Outcome(
-        agreement(max(a_excess, worst_b, det["c_max_excess_stationary"]), 1e-8,
+        agreement(_worst(a_excess, worst_b, det["c_max_excess_stationary"]), 1e-8,
                   "reference §6 item 12: every minimiser reaches R~ - R* <= 1e-9 (b) or 1e-8 "
                   "(c); on E_1 u E_2 (a) the GH risk errors are ~1e-15",
                   name="max |R~ - R*| over (a), (b) and stationary points of (c)"),
@@ -420,7 +438,7 @@ def check_12():
         upper_bound(det["c_max_dist_E2_side"], 1e-4, "reference: every stationary point lies "
                     "within 1e-4 of E_1 u E_2", name="(c) max distance to E_2, E_2 side",
                     finding=_E2_FLAT_FINDING),
-        upper_bound(max(resid, default=0.0), 1e-4, "the reference's 1e-4, for the offset of "
+        upper_bound(_worst(resid, default=0.0), 1e-4, "the reference's 1e-4, for the offset of "
                     "the E_2-side points that is not along the d flat directions E_flat of "
                     "Prop. B.30 (their distance to E_2 + E_flat)",
                     name="(c) E_2 side: offset beyond the flat directions"),
@@ -451,7 +469,7 @@ def check_13():
         J = lda.jacobian_phi(sym, th)
         r_sym = _null_basis(J, 1e-9)[1]
         rel = float(jnp.max(jnp.abs(2 * J[d] + J[d + 1])))
-        relation = max(relation, rel)
+        relation = _worst(relation, rel)
         det[f"d{d}"] = {"rank_generic": r_gen, "rank_v21_zero": r_v0, "rank_symmetric": r_sym,
                         "max_abs_2db_plus_dr": rel}
         why = ("numerical rank: singular values above 1e-9 times the largest (the dropped one "
@@ -512,7 +530,7 @@ def check_14():
 
     res = train(None, jax.tree.map(lambda *a: jnp.stack(a), *starts), optax.sgd(0.5),
                 steps=10_000, data=c1, record_every=1000, metrics_fn=metrics, batched=True,
-                value_and_grad_fn=lambda th, p, _key: lda.value_and_grad(p, th, 32),
+                value_and_grad_fn=lambda th, p, _key: lda.grad_and_sq_norm(p, th, 32),
                 desc="lda.14 GD")
     h = res.history
     excess = h["risk"] - Rs                                     # (records, runs)
@@ -674,8 +692,8 @@ def check_16():
             want = d if name == "E1_s_nonzero" else d + 1
             det[f"d{d}_{name}"] = {"nullity": nul, "expected": want, "positive": pos,
                                    "kernel_angle": ang, "fd": fd, "prop_b12_form": b12}
-            worst_fd, worst_b12 = max(worst_fd, fd), max(worst_b12, b12)
-            worst_ang = max(worst_ang, ang)
+            worst_fd, worst_b12 = _worst(worst_fd, fd), _worst(worst_b12, b12)
+            worst_ang = _worst(worst_ang, ang)
             why = ("|lambda| <= 1e-9 lambda_max counts as zero (Lemma B.13 / Prop. B.30 "
                    "predict the kernel dimension; the rest must be positive at a minimum)")
             counts += [count(nul, want, why, name=f"d = {d}, {name}: nullity"),
@@ -731,7 +749,7 @@ def check_17():
                      "s_norm": float(jnp.linalg.norm(lda.phi(prob, th).s)),
                      "smallest_positive_over_max": float(np.min(ev[ev > 1e-9 * ev.max()])
                                                          / ev.max())}
-        worst, worst_ex = max(worst, ang), max(worst_ex, abs(excess))
+        worst, worst_ex = _worst(worst, ang), _worst(worst_ex, abs(excess))
         comps += [count(nul, d * d + d - 1, why, name=f"{name}: zero eigenvalues"),
                   count(pos, d + 2, why, name=f"{name}: positive eigenvalues")]
     return Outcome(
@@ -913,7 +931,7 @@ def check_20():
 
     res = train(None, th0, optax.sgd(lr), steps=records * every, data=prob,
                 record_every=every, metrics_fn=metrics, desc="lda.20 GD",
-                value_and_grad_fn=lambda th, p, _key: lda.value_and_grad(p, th, 64))
+                value_and_grad_fn=lambda th, p, _key: lda.grad_and_sq_norm(p, th, 64))
     h = res.history
     ex = np.asarray(h["excess"])
     time_ = lr * every * np.arange(1, records + 1)          # gradient-flow time lr * t
@@ -1000,7 +1018,7 @@ def check_21():
         invariant = float(np.max(np.abs(K.T @ cov @ perp))) if K.shape[1] < 6 else 0.0
         det[name] = {"dim_K": K.shape[1], "predicted": predicted,
                      "K_perp_Gamma_invariance": invariant}
-        worst = max(worst, invariant)
+        worst = _worst(worst, invariant)
         comps.append(count(K.shape[1], predicted, "numerical rank (SVD, 1e-10) of the Krylov "
                            "matrix vs the number of eigenspaces that m meets (Prop. B.35)",
                            name=f"{name}: dim K"))
@@ -1025,7 +1043,7 @@ def check_22():
         formula = mu * norm.cdf(mu / sd) + sd * norm.pdf(mu / sd)
         quad = scipy.integrate.quad(lambda x: x * norm.pdf(x, mu, sd), 0, np.inf,
                                     epsabs=1e-14, epsrel=1e-13)[0]
-        err = max(err, abs(formula - quad) / max(1.0, abs(quad)))
+        err = _worst(err, abs(formula - quad) / max(1.0, abs(quad)))
     prob = theorem36_problem()
     M = float(jnp.sqrt(prob.m_pos @ jnp.linalg.solve(prob.cov, prob.m_pos)))
     C1 = (norm.pdf(M) - M * norm.cdf(-M)) * float(jnp.sqrt(jnp.min(jnp.linalg.eigvalsh(prob.cov))))
