@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["provenance", "config_key", "save_result", "load_result", "atomic_write_bytes",
-           "source_fingerprint", "Fingerprint", "StaleResultWarning", "changed_files"]
+           "source_fingerprint", "Fingerprint", "StaleResultWarning", "changed_files",
+           "try_claim", "release_claim", "check_writable"]
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
 
@@ -162,6 +163,77 @@ def changed_files(old: dict | None, new: Fingerprint) -> list[str]:
     return [n for n in names if old_files.get(n) != new.files.get(n)]
 
 
+def check_writable(folder) -> Path:
+    """Create ``folder`` if needed and make sure a file can be written there; otherwise raise
+    a ``ValueError`` that names the folder."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".write-test.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise ValueError(f"results: cannot write to the folder {str(folder)!r} ({why}); "
+                         f"choose a writable folder with --results DIR.") from None
+    return folder
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
+
+
+def try_claim(path, *, stale_after: float = 6 * 3600.0) -> bool:
+    """Claim a unit of work by creating ``path`` exclusively (atomic on POSIX file systems,
+    NFS included since v3).  Returns ``True`` if this process now owns it.
+
+    A claim left by a crashed process is recovered: on the same host when its process no
+    longer exists, on another host when it is older than ``stale_after`` seconds.
+    """
+    import socket
+    import time
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "time": time.time()}
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                held = json.loads(path.read_text() or "{}")
+            except (OSError, ValueError):
+                held = {}
+            same_host = held.get("host") == me["host"]
+            dead = same_host and "pid" in held and not _pid_alive(int(held["pid"]))
+            old = time.time() - float(held.get("time", time.time())) > stale_after
+            if not (dead or old):
+                return False
+            try:  # stale: remove it and try once more
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            continue
+        with os.fdopen(fd, "w") as fh:
+            json.dump(me, fh)
+        return True
+    return False
+
+
+def release_claim(path) -> None:
+    """Remove a claim made by :func:`try_claim` (no error if it is already gone)."""
+    try:
+        Path(path).unlink()
+    except FileNotFoundError:
+        pass
+
+
 def _git_hash() -> str | None:
     here = Path(__file__).resolve().parent
     try:
@@ -255,7 +327,7 @@ def load_result(stem: Path, key: str, fingerprint: Fingerprint | None = None, *,
                     f"{stem}: stale result reused (--reuse-stale): it was computed by other "
                     f"source code; changed files: {', '.join(changed) or 'unknown'}.  Rerun "
                     f"without --reuse-stale to recompute it.", StaleResultWarning, stacklevel=2)
-        with np.load(npz) as data:
+        with open(npz, "rb") as fh, np.load(fh) as data:  # closed even when corrupt
             arrays = {k: data[k] for k in data.files}
         if sorted(arrays) != meta.get("arrays"):
             return None

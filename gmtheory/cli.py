@@ -73,7 +73,12 @@ def cmd_run(args) -> int:
     if sim.summary:
         for line in sim.summary(cfg, arrays):
             print(line)
-    print(f"results: {stem}.npz (+ .json)")
+    from .simulations import last_run_stats
+
+    st = last_run_stats()
+    where = (f"points computed here: {st['computed']}, reused: {st['reused']}" if st
+             else "loaded from the cache")
+    print(f"results: {stem}.npz (+ .json); {where}")
     return 0
 
 

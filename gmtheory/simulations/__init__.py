@@ -7,6 +7,7 @@ from ._base import (
     SIMULATIONS,
     Simulation,
     get_simulation,
+    last_run_stats,
     make_config,
     parse_overrides,
     register,
@@ -29,5 +30,5 @@ def load_all() -> None:
     )
 
 
-__all__ = ["SIMULATIONS", "Simulation", "get_simulation", "load_all", "make_config", "parse_overrides",
-           "register", "run_simulation"]
+__all__ = ["SIMULATIONS", "Simulation", "get_simulation", "load_all", "last_run_stats",
+           "make_config", "parse_overrides", "register", "run_simulation"]

@@ -27,11 +27,19 @@ from pathlib import Path
 import jax
 from tqdm.auto import tqdm
 
-from ..cache import config_key, load_result, save_result, source_fingerprint
+from ..cache import (
+    check_writable,
+    config_key,
+    load_result,
+    release_claim,
+    save_result,
+    source_fingerprint,
+    try_claim,
+)
 from ..training import checkpoint_scope
 
 __all__ = ["Simulation", "register", "get_simulation", "SIMULATIONS", "run_simulation",
-           "parse_overrides", "make_config"]
+           "parse_overrides", "make_config", "last_run_stats"]
 
 SIMULATIONS: dict[str, Simulation] = {}
 PROFILES = ("quick", "paper")
@@ -126,6 +134,28 @@ def make_config(sim: Simulation, profile: str = "quick", overrides: dict | None 
     return cfg
 
 
+_LAST_STATS: dict = {}
+
+
+def last_run_stats() -> dict:
+    """Points computed, reused and waited for by the last :func:`run_simulation` of this
+    process (``{}`` when its assembled result was served from the cache)."""
+    return dict(_LAST_STATS)
+
+
+def _compute_point(sim, cfg, point, i, base_key, pstem, pkey, fp, force):
+    ckpt = pstem.parent / f"{pstem.name}.train"
+    if force and ckpt.exists():
+        shutil.rmtree(ckpt, ignore_errors=True)
+    with checkpoint_scope(ckpt):
+        arrays = sim.run_point(cfg, point, jax.random.fold_in(base_key, i))
+    arrays = {k: jax.device_get(v) for k, v in arrays.items()}
+    save_result(pstem, arrays, {"key": pkey, "point": point, "index": i, "seed": cfg.seed,
+                                "fingerprint": fp.as_dict()})
+    shutil.rmtree(ckpt, ignore_errors=True)
+    return arrays
+
+
 def run_simulation(
     name: str,
     profile: str = "quick",
@@ -135,15 +165,25 @@ def run_simulation(
     force: bool = False,
     progress: bool = True,
     reuse_stale: bool = False,
+    poll_seconds: float = 0.5,
+    claim_stale_after: float = 6 * 3600.0,
 ):
     """Run (or load from cache) a simulation; returns ``(arrays, meta, stem)``.
 
     A cached result is used only if its config and its source fingerprint match; with
     ``reuse_stale`` a result of the same config but older code is used too, with a
     :class:`gmtheory.cache.StaleResultWarning`.
+
+    Several processes may run the same simulation on one results folder at once (two
+    shells, or the processes of a ``jax.distributed`` job): each point is claimed with an
+    atomic create-exclusive file before it is computed, so no point is computed twice; a
+    process waits (polling every ``poll_seconds``) for the points that others hold, and a
+    claim left by a crashed process is recovered (:func:`gmtheory.cache.try_claim`).
+    ``last_run_stats()`` says how many points this call computed, reused and waited for.
     """
     sim = get_simulation(name)
     cfg = make_config(sim, profile, overrides)
+    _LAST_STATS.clear()
     fp = sim.fingerprint()
     key = config_key(sim.name, cfg)
     stem = Path(results_dir) / sim.name / f"{profile}-{key}"
@@ -152,28 +192,52 @@ def run_simulation(
         if hit is not None:
             return hit[0], hit[1], stem
     points = sim.points(cfg)
-    point_dir = stem.parent / (stem.name + ".points")
+    point_dir = check_writable(stem.parent / (stem.name + ".points"))
     base_key = jax.random.key(cfg.seed)
-    results = []
+    results: dict[int, dict] = {}
+    stats = {"computed": 0, "reused": 0, "waited": 0}
     t0 = time.perf_counter()
-    bar = tqdm(points, desc=f"{sim.name} [{profile}]", disable=not progress, leave=False)
-    for i, point in enumerate(bar):
-        pkey = config_key(key, fp.digest, i, point)
-        pstem = point_dir / f"point-{i:04d}"
-        hit = None if force else load_result(pstem, pkey)
-        if hit is None:
-            ckpt = point_dir / f"point-{i:04d}.train"
-            if force and ckpt.exists():
-                shutil.rmtree(ckpt, ignore_errors=True)
-            with checkpoint_scope(ckpt):
-                arrays = sim.run_point(cfg, point, jax.random.fold_in(base_key, i))
-            arrays = {k: jax.device_get(v) for k, v in arrays.items()}
-            save_result(pstem, arrays, {"key": pkey, "point": point, "index": i, "seed": cfg.seed,
-                                        "fingerprint": fp.as_dict()})
-            shutil.rmtree(ckpt, ignore_errors=True)
-            results.append(arrays)
-        else:
-            results.append(hit[0])
+    # several processes (jax.distributed, or two shells on one folder) share the points:
+    # each starts with its own share and claims a point atomically before computing it
+    nproc, rank = jax.process_count(), jax.process_index()
+    order = sorted(range(len(points)), key=lambda i: ((i - rank) % nproc, i))
+    pkeys = [config_key(key, fp.digest, i, p) for i, p in enumerate(points)]
+    bar = tqdm(total=len(points), desc=f"{sim.name} [{profile}]", disable=not progress,
+               leave=False)
+    pending = list(order)
+    while pending:
+        waiting = []
+        for i in pending:
+            pstem = point_dir / f"point-{i:04d}"
+            hit = None if force else load_result(pstem, pkeys[i])
+            if hit is not None:
+                results[i] = hit[0]
+                stats["reused"] += 1
+                bar.update()
+                continue
+            claim = point_dir / f"point-{i:04d}.claim"
+            if not try_claim(claim, stale_after=claim_stale_after):
+                waiting.append(i)          # another process is computing it
+                continue
+            try:
+                hit = None if force else load_result(pstem, pkeys[i])  # finished meanwhile?
+                if hit is not None:
+                    results[i] = hit[0]
+                    stats["reused"] += 1
+                else:
+                    results[i] = _compute_point(sim, cfg, points[i], i, base_key, pstem,
+                                                pkeys[i], fp, force)
+                    stats["computed"] += 1
+            finally:
+                release_claim(claim)
+            bar.update()
+        if waiting:
+            stats["waited"] += 1
+            time.sleep(poll_seconds)
+        pending = waiting
+        force = False                      # points claimed elsewhere are taken as they are
+    bar.close()
+    results = [results[i] for i in range(len(points))]
     arrays = sim.assemble(cfg, points, results)
     meta = {
         "key": key,
@@ -184,7 +248,10 @@ def run_simulation(
         "points": points,
         "seconds": time.perf_counter() - t0,
         "fingerprint": fp.as_dict(),
+        "points_computed": stats["computed"],
     }
     save_result(stem, arrays, meta)
+    _LAST_STATS.clear()
+    _LAST_STATS.update(stats)
     hit = load_result(stem, key, fp)
     return hit[0], hit[1], stem
