@@ -29,6 +29,7 @@ from ._registry import Outcome, agreement, count, lower_bound, register_check, u
 from ._registry import rel_error as _rel
 
 SEED = 20261204
+LBFGS_ORDER = 48   # GH order of the L-BFGS objectives of check 12 (end points: order 64)
 
 
 def _worst(*values, default=None):
@@ -368,19 +369,23 @@ def check_12():
     # separable and convex, so its minimiser is every slice's minimiser (one L-BFGS run)
     def slice_risks(v, S):
         return jax.vmap(lambda u, s: lda.risk_eff(prob, lda.Effective(u[:d], u[d], u[d + 1],
-                                                                      s)))(v, S)
+                                                                      s), LBFGS_ORDER))(v, S)
 
     S = jnp.stack([2 * jax.random.normal(jax.random.fold_in(key, 100 + i), (d,))
                    for i in range(20)])
     # start at w = (0.1, 0.1), not 0: the projected rule's QR has no derivative at w = 0
     res_b = minimize_lbfgs(lambda v, S: jnp.sum(slice_risks(v, S)), jnp.full((20, d + 2), 0.1),
                            S, maxiter=5000, gtol=1e-12, ftol=0.0)
-    worst_b = float(jnp.max(jnp.abs(slice_risks(res_b.x, S) - Rs)))
-    # (c) L-BFGS from 50 random starts on the whole effective space
+    worst_b = float(jnp.max(jnp.abs(jax.vmap(lambda u, s: lda.risk_eff(
+        prob, lda.Effective(u[:d], u[d], u[d + 1], s)))(res_b.x, S) - Rs)))
+    # (c) L-BFGS from 50 random starts on the whole effective space.  The objective uses GH
+    # order 48 on the smooth axis (3x cheaper than 64 on this CPU, same risk to ~1e-15);
+    # the excess of each end point is then measured with the default rule (order 64)
     def full_risk(v, _):
-        return lda.risk_eff(prob, _unflat(v, d))
+        return lda.risk_eff(prob, _unflat(v, d), LBFGS_ORDER)
 
-    grad_fn = jax.jit(jax.grad(lambda v: lda.risk_eff(prob, _unflat(v, d))))
+    grad_fn = jax.jit(jax.grad(lambda v: lda.risk_eff(prob, _unflat(v, d), LBFGS_ORDER)))
+    risk_fn = jax.jit(lambda v: lda.risk_eff(prob, _unflat(v, d)))
     rows, rows_x = [], []
     for i in range(50):
         v0 = 2 * jax.random.normal(jax.random.fold_in(key, 200 + i), (2 * d + 2,))
@@ -388,7 +393,8 @@ def check_12():
         z = _unflat(res.x, d)
         rows_x.append(np.asarray(res.x))
         rows.append((float(jnp.max(jnp.abs(grad_fn(res.x)))), float(jnp.max(jnp.abs(res.x))),
-                     res.fun - Rs, float(lda.dist_E1(prob, z)), float(lda.dist_E2(prob, z))))
+                     float(risk_fn(res.x)) - Rs, float(lda.dist_E1(prob, z)),
+                     float(lda.dist_E2(prob, z))))
     rows, rows_x = np.array(rows), np.array(rows_x)
     grad_c, size_c, excess_c, dE1, dE2 = rows.T
     s_norm = np.linalg.norm(rows_x[:, d + 2:], axis=1)
@@ -1092,7 +1098,8 @@ def check_23():
         eps = lda_sims.sgd_epsilon(floor, sd)
         tail = lda_sims.tail_excess(r["risk"], Rs)
         t_in = lda_sims.time_within(iters, r["risk"], Rs, eps)
-        out[init] = {"within": tail <= eps, "t": t_in, "risk0": r["risk0"]}
+        out[init] = {"within": tail <= eps, "t": t_in, "risk0": r["risk0"],
+                     "z_floor": np.abs(tail - floor) / sd}
         det[init] = {"tail_excess": tail, "noise_floor": floor, "noise_floor_sd": sd,
                      "eps": eps, "first_step_within_eps": t_in,
                      "final_PK_v21": r["PK_v21"][:, -1], "final_v21": r["v21"][:, -1]}
@@ -1112,6 +1119,10 @@ def check_23():
               "(Fig. 5, Fig. 4) pair has the Fig. 5 run within eps first (Mann-Whitney U = "
               "n^2; by chance with probability 1 / C(2n, n) = 1/924 for n = 6)",
               name="pairs where the Fig. 5 run is within eps first"),
+        upper_bound(float(np.max(out["fig5"]["z_floor"])), 3.0, "the Fig. 5 runs sit at the "
+                    "noise floor that linearised SGD predicts: the tail average estimates the "
+                    "stationary mean and fluctuates less than one sample (sd)",
+                    name="Fig. 5: max |tail excess - noise floor| / sd"),
         upper_bound(n4 / seeds, 0.5, "reference: from the all-Gaussian start progress is much "
                     "slower or stalls above R* in most seeds", name="Fig. 4 fraction within "
                     "eps at T", finding=_FIG4_FINDING),
