@@ -59,15 +59,48 @@ def cmd_figures(args) -> int:
     return 0
 
 
+def _distributed(args) -> bool:
+    """Join a ``jax.distributed`` job if asked (flags, or JAX_COORDINATOR_ADDRESS,
+    JAX_NUM_PROCESSES and JAX_PROCESS_ID); returns whether a job was joined."""
+    import os
+
+    addr = args.coordinator or os.environ.get("JAX_COORDINATOR_ADDRESS")
+    nproc = args.num_processes or os.environ.get("JAX_NUM_PROCESSES")
+    pid = args.process_id if args.process_id is not None else os.environ.get("JAX_PROCESS_ID")
+    if addr is None and nproc is None and pid is None:
+        return False
+    if None in (addr, nproc, pid):
+        raise ValueError("--coordinator, --num-processes, --process-id: give all three (or set "
+                         "JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID).")
+    try:
+        nproc, pid = int(nproc), int(pid)
+    except ValueError:
+        raise ValueError(f"--num-processes, --process-id: expected integers, got {nproc!r} and "
+                         f"{pid!r}.") from None
+    if not 0 <= pid < nproc:
+        raise ValueError(f"--process-id: must lie in [0, {nproc}), got {pid}.")
+    import jax
+
+    jax.distributed.initialize(coordinator_address=addr, num_processes=nproc, process_id=pid)
+    return True
+
+
 def cmd_run(args) -> int:
     from .simulations import get_simulation, make_config, parse_overrides, run_simulation
 
     sim = get_simulation(args.simulation)
     overrides = parse_overrides(sim.config_cls, args.set)
     cfg = make_config(sim, args.profile, overrides)
-    arrays, meta, stem = run_simulation(args.simulation, args.profile, overrides,
-                                        results_dir=args.results, force=args.force,
-                                        progress=not args.no_progress)
+    joined = _distributed(args)
+    try:
+        arrays, meta, stem = run_simulation(args.simulation, args.profile, overrides,
+                                            results_dir=args.results, force=args.force,
+                                            progress=not args.no_progress)
+    finally:
+        if joined:
+            import jax
+
+            jax.distributed.shutdown()
     print(f"{sim.name}: {sim.description}")
     print(f"config: {cfg}")
     if sim.summary:
@@ -254,6 +287,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--results", default=RESULTS,
                     help=f"simulation cache folder (default {RESULTS}/)")
     sp.add_argument("--force", action="store_true", help="ignore the cache")
+    sp.add_argument("--coordinator", metavar="HOST:PORT",
+                    help="join a jax.distributed job (several processes or hosts share the "
+                         "sweep's points through the results folder); or JAX_COORDINATOR_ADDRESS")
+    sp.add_argument("--num-processes", type=int, metavar="N",
+                    help="processes in the job (or JAX_NUM_PROCESSES)")
+    sp.add_argument("--process-id", type=int, metavar="I",
+                    help="this process, 0..N-1 (or JAX_PROCESS_ID)")
     common(sp)
     sp.set_defaults(func=cmd_run)
 

@@ -383,7 +383,7 @@ def _gtask_batch(keys, d, ell, k_max, n_max, k, n, rho, lam, tol, maxiter, ndev,
 
 
 def _trial_mesh(ndev: int):
-    return jax.make_mesh((ndev,), ("trials",), devices=jax.devices()[:ndev],
+    return jax.make_mesh((ndev,), ("trials",), devices=jax.local_devices()[:ndev],
                          axis_types=(jax.sharding.AxisType.Auto,))
 
 
@@ -407,9 +407,10 @@ def g_task_trials(key, d: int, alpha: float, tau: float, kappa: float, rho: floa
     k_max, n_max = pad_to or (k, n)
     if k > k_max or n > n_max:
         raise ValueError(f"pad_to: ({k_max}, {n_max}) is smaller than (k, n) = ({k}, {n}).")
-    ndev = jax.device_count() if devices is None else int(devices)
-    if not 1 <= ndev <= jax.device_count():
-        raise ValueError(f"devices: must be between 1 and {jax.device_count()}, got {devices}.")
+    ndev = jax.local_device_count() if devices is None else int(devices)
+    if not 1 <= ndev <= jax.local_device_count():
+        raise ValueError(f"devices: must be between 1 and {jax.local_device_count()} (this "
+                         f"process's devices), got {devices}.")
     padded = -(-trials // ndev) * ndev
     keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(padded))
     out = _gtask_batch(keys, d, float(ell), k_max, n_max, k, n, rho, lam, tol, maxiter, ndev,

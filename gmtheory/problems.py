@@ -17,6 +17,7 @@ from .operators import (
     softmax_attention,
     softmax_attention_limit,
 )
+from .sharding import shard_leading
 
 __all__ = ["random_mixture", "random_attention", "scale_to_quad", "stream_key", "make_problem",
            "sample_prompts", "prompt_sq_errors"]
@@ -95,8 +96,8 @@ def prompt_sq_errors(key, mixture, U, V, z, L: int, reps: int, *, kind: str = "s
     out = []
     for start in range(0, reps, batch):
         r = jnp.arange(start, min(reps, start + batch))
-        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(r)
-        toks = sample_prompts(mixture, keys, L)
+        keys = shard_leading(jax.vmap(lambda i: jax.random.fold_in(key, i))(r))
+        toks = sample_prompts(mixture, keys, L)       # prompts split over the devices
         est = op(toks, U, V, z)
         out.append(jnp.sum((est - limit[None]) ** 2, axis=-1))
     return jnp.concatenate(out, axis=0)

@@ -58,6 +58,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
+from . import sharding as _sharding
 from .cache import atomic_write_bytes
 
 __all__ = ["train", "TrainResult", "NonFiniteError", "checkpoint_scope", "minimize_lbfgs",
@@ -345,6 +346,14 @@ def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, 
     shape = () if n_models is None else (n_models,)
     alive = jnp.ones(shape, bool)
     bad = jnp.full(shape, -1, jnp.int32)
+    if batched and _sharding.local_device_count() > 1:
+        # independent models: split them over the devices (jax.sharding; see gmtheory.sharding)
+        units = (params, opt_state, alive, bad) + ((key,) if has_key else ())
+        if _sharding.can_shard(units) and (not batched_data or _sharding.can_shard(data)):
+            params, opt_state, alive, bad = _sharding.shard_leading((params, opt_state, alive,
+                                                                     bad))
+            key = _sharding.shard_leading(key) if has_key else key
+            data = _sharding.shard_leading(data) if batched_data else _sharding.replicate(data)
     show = _PROGRESS if progress is None else progress
     bar = tqdm(total=steps, initial=done, desc=desc, disable=not show, leave=False,
                unit="step", unit_scale=True)
