@@ -41,6 +41,18 @@ def enable_x64() -> None:
     jax.config.update("jax_enable_x64", True)
 
 
+def limit_blas_threads(n: int = 1) -> None:
+    """Limit NumPy/SciPy's BLAS to ``n`` threads for the rest of the process.
+
+    The theory code calls BLAS on small matrices between XLA programs; on a few cores the
+    BLAS thread pool then competes with XLA's and slows both (``gmtheory`` and the tests
+    call this; :func:`gmtheory.training.minimize_lbfgs` limits it in any case).
+    """
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=int(n), user_api="blas")
+
+
 def enable_compilation_cache(path: str | None = None) -> None:
     """Persist XLA compilations across runs (``~/.cache/gmtheory/jax`` by default).
 
@@ -82,5 +94,6 @@ __all__ = [
     "monte_carlo",
     "enable_x64",
     "enable_compilation_cache",
+    "limit_blas_threads",
     "__version__",
 ]

@@ -28,6 +28,7 @@ def _setup():
 
     gmtheory.enable_x64()
     gmtheory.enable_compilation_cache()
+    gmtheory.limit_blas_threads()
 
 
 def cmd_verify(args) -> int:

@@ -56,6 +56,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from . import sharding as _sharding
@@ -437,12 +438,16 @@ def minimize_lbfgs(fun: Callable, x0, data=None, *, starts=None, maxiter: int = 
 
     all_starts = [flat0] + [ravel_pytree(s)[0] for s in (starts or [])]
     best, funs = None, []
-    for s in all_starts:
-        res = scipy.optimize.minimize(f, np.asarray(s, float), jac=True, method="L-BFGS-B",
-                                      bounds=bounds,
-                                      options={"maxiter": maxiter, "gtol": gtol, "ftol": ftol})
-        funs.append(float(res.fun))
-        if best is None or res.fun < best.fun:
-            best = res
+    # SciPy's BLAS threads only fight XLA's for the cores on vectors this small (measured:
+    # 70 small fits 12.5 s with 2 OpenBLAS threads, 0.08 s with 1)
+    with threadpool_limits(limits=1, user_api="blas"):
+        for s in all_starts:
+            res = scipy.optimize.minimize(f, np.asarray(s, float), jac=True,
+                                          method="L-BFGS-B", bounds=bounds,
+                                          options={"maxiter": maxiter, "gtol": gtol,
+                                                   "ftol": ftol})
+            funs.append(float(res.fun))
+            if best is None or res.fun < best.fun:
+                best = res
     return LBFGSResult(unravel(jnp.asarray(best.x, dtype)), float(best.fun), int(best.nit),
                        bool(best.success), np.asarray(funs))

@@ -5,6 +5,7 @@ import gmtheory
 
 jax.config.update("jax_enable_x64", True)
 gmtheory.enable_compilation_cache()
+gmtheory.limit_blas_threads()
 
 
 @pytest.fixture
