@@ -118,8 +118,7 @@ def cmd_run(args) -> int:
 
 def cmd_reproduce(args) -> int:
     from .cache import atomic_write_bytes, provenance
-    from .figures import all_figures, get_figure, make_figure
-    from .figures._base import figure_summary
+    from .figures import all_figures, figure_summary, get_figure, make_figure
     from .verify import format_table, run_checks, select_checks, summary_line, write_json
 
     out = Path(args.out)

@@ -206,7 +206,8 @@ def test_fingerprint_follows_imports(tmp_path, monkeypatch):
 
 
 def test_changed_code_recomputes_and_reuse_stale_warns(tmp_path, monkeypatch):
-    from gmtheory.simulations import _base, get_simulation, run_simulation
+    import gmtheory.simulations as sims
+    from gmtheory.simulations import get_simulation, run_simulation
 
     pkg = _copy_package(tmp_path, monkeypatch)
     sim = get_simulation("gated-experts")
@@ -217,7 +218,7 @@ def test_changed_code_recomputes_and_reuse_stale_warns(tmp_path, monkeypatch):
         calls.append(1)
         return sim.run_point(*a)
 
-    monkeypatch.setitem(_base.SIMULATIONS, sim.name, dataclasses.replace(sim, run_point=counted))
+    monkeypatch.setitem(sims.SIMULATIONS, sim.name, dataclasses.replace(sim, run_point=counted))
     over = {"grid": 9}
     res = tmp_path / "res"
     a1, m1, stem = run_simulation(sim.name, overrides=over, results_dir=res, progress=False)

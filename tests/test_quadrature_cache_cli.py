@@ -43,11 +43,12 @@ def test_cache_atomic_corrupt_stale(tmp_path):
 
 
 def test_sweep_resumes(tmp_path, monkeypatch, capsys):
-    from gmtheory.simulations import _base, get_simulation, run_simulation
+    import gmtheory.simulations as sims
+    from gmtheory.simulations import get_simulation, run_simulation
 
     sim = get_simulation("prompt-convergence")
     small = ["Ls=50,100", "reps=4", "quad_levels=0.5,1.0", "L_ess=100", "reps_ess=8"]
-    over = _base.parse_overrides(sim.config_cls, small)
+    over = sims.parse_overrides(sim.config_cls, small)
     a1, m1, stem = run_simulation("prompt-convergence", overrides=over, results_dir=tmp_path,
                                   progress=False)
     # simulate an interrupted sweep: drop the final result and one point
@@ -58,7 +59,7 @@ def test_sweep_resumes(tmp_path, monkeypatch, capsys):
     orig = sim.run_point
     import dataclasses
 
-    monkeypatch.setitem(_base.SIMULATIONS, "prompt-convergence", dataclasses.replace(
+    monkeypatch.setitem(sims.SIMULATIONS, "prompt-convergence", dataclasses.replace(
         sim, run_point=lambda *a: calls.append(a[1]) or orig(*a)))
     a2, _, _ = run_simulation("prompt-convergence", overrides=over, results_dir=tmp_path,
                               progress=False)

@@ -6,18 +6,20 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
+import gmtheory.simulations as sims
 from gmtheory import cache
-from gmtheory.simulations import _base, get_simulation, run_simulation
+from gmtheory.simulations import get_simulation, run_simulation
 
 SMALL = ["Ls=50,100,150", "reps=4", "quad_levels=0.5,1.0,2.0", "L_ess=100", "reps_ess=8"]
 
 
 def _over():
-    return _base.parse_overrides(get_simulation("prompt-convergence").config_cls, SMALL)
+    return sims.parse_overrides(get_simulation("prompt-convergence").config_cls, SMALL)
 
 
 def _cli(results, env=None):
@@ -38,7 +40,7 @@ def test_two_processes_share_one_folder(tmp_path):
         computed.append(int(line.split("points computed here: ")[1].split(",")[0])
                         if "computed here" in line else 0)
     n_points = len(get_simulation("prompt-convergence").points(
-        _base.make_config(get_simulation("prompt-convergence"), "quick", _over())))
+        sims.make_config(get_simulation("prompt-convergence"), "quick", _over())))
     assert sum(computed) == n_points          # every point once, none twice
     assert not list((tmp_path / "shared").rglob("*.claim"))
     shared, _, _ = run_simulation("prompt-convergence", overrides=_over(),
@@ -67,7 +69,7 @@ def test_stale_claim_of_a_dead_process_is_recovered(tmp_path):
         {"pid": int(dead), "host": socket.gethostname(), "time": 0}))
     b, _, _ = run_simulation("prompt-convergence", overrides=_over(), results_dir=tmp_path,
                              progress=False, poll_seconds=0.01)
-    assert _base.last_run_stats()["computed"] == 1
+    assert sims.last_run_stats()["computed"] == 1
     assert not (pdir / "point-0001.claim").exists()
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
@@ -95,10 +97,10 @@ def test_live_claim_is_waited_for(tmp_path, monkeypatch):
             (pdir / f"point-0002{s}").write_bytes(data)
         claim.unlink()
 
-    monkeypatch.setattr(_base.time, "sleep", other_process_finishes)
+    monkeypatch.setattr(time, "sleep", other_process_finishes)
     b, _, _ = run_simulation("prompt-convergence", overrides=_over(), results_dir=tmp_path,
                              progress=False)
-    assert sleeps and _base.last_run_stats()["computed"] == 0
+    assert sleeps and sims.last_run_stats()["computed"] == 0
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
 
@@ -119,7 +121,7 @@ def test_truncated_and_foreign_results_are_recomputed(tmp_path):
     stem.with_suffix(".json").write_text(json.dumps(final))
     b, m, _ = run_simulation("prompt-convergence", overrides=_over(), results_dir=tmp_path,
                              progress=False)
-    assert _base.last_run_stats()["computed"] == 2
+    assert sims.last_run_stats()["computed"] == 2
     assert m["fingerprint"]["digest"] != "0" * 16
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
@@ -156,4 +158,4 @@ def test_full_disk_leaves_nothing_that_reads_as_finished(tmp_path, monkeypatch):
     assert not list(tmp_path.rglob("*.tmp")) and not list(tmp_path.rglob("*.claim"))
     run_simulation("prompt-convergence", overrides=_over(), results_dir=tmp_path,
                    progress=False)
-    assert _base.last_run_stats() == {"computed": 5, "reused": 1, "waited": 0}
+    assert sims.last_run_stats() == {"computed": 5, "reused": 1, "waited": 0}

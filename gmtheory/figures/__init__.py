@@ -1,6 +1,14 @@
 """One module per figure; each draws from a cached simulation result."""
 
-from ._base import FIGURES, Figure, get_figure, make_figure, register_figure, style_path
+from ._base import (
+    FIGURES,
+    Figure,
+    figure_summary,
+    get_figure,
+    make_figure,
+    register_figure,
+    style_path,
+)
 
 
 def all_figures() -> list[str]:
@@ -10,5 +18,5 @@ def all_figures() -> list[str]:
     return list(FIGURES)
 
 
-__all__ = ["FIGURES", "Figure", "get_figure", "make_figure", "register_figure", "style_path",
-           "all_figures"]
+__all__ = ["FIGURES", "Figure", "figure_summary", "get_figure", "make_figure", "register_figure",
+           "style_path", "all_figures"]
