@@ -59,15 +59,11 @@ def test_one_and_four_devices_give_the_same_numbers(tmp_path):
         four, _, _ = run_simulation(name, overrides=over, results_dir=tmp_path / "four",
                                     progress=False)
         for k in one:
-            if name == "prompt-convergence":
-                # the prompts are the same draws (fold_in(key, prompt)); the per-prompt
-                # arithmetic is the same program: identical
-                np.testing.assert_array_equal(four[k], one[k], err_msg=k)
-            else:
-                # per-model training programs compiled for 1 or 4 devices may fuse
-                # differently: float64 round-off (~1e-16 per step) over 100 SGD steps
-                np.testing.assert_allclose(four[k], one[k], rtol=1e-12, atol=1e-14,
-                                           err_msg=k)
+            # the same draws (fold_in(key, unit)) and the same per-unit program; XLA may
+            # compile a unit's reductions (log-sum-exp over tokens, training steps) in a
+            # different order for 1 or 4 devices, so agreement is to float64 round-off
+            # (seen: 1e-15 relative), not always bit for bit
+            np.testing.assert_allclose(four[k], one[k], rtol=1e-12, atol=1e-14, err_msg=k)
 
 
 def _free_port():
