@@ -381,6 +381,16 @@ RESULTS: tuple[Result, ...] = (
            _no("the formula is evaluated inside the check icl.06"),
            _f("icl.06-nothing-learnable"),
            _no("pretraining runs inside icl.06; no registered simulation")),
+    Result("icl-nonlinear-kappa", "ICL §3, §5", "Equivalence across task diversity",
+           "For y = f(xᵀw) + ε, g_task(κ) ≈ c₁² g_Lu(κ; ρ_eff/c₁²): the memorisation → ICL "
+           "transition moves with f only through ρ_eff/c₁²; with c₁ = 0 nothing is learnable "
+           "at any κ.",
+           _f("nonlinearity_noise.equivalence_residual", "nonlinearity_noise.rescaling_residual"),
+           _f("gmtheory.icl.g_task_ridgeless", "gmtheory.hermite.label_moments"),
+           _f("icl.08-nonlinear-kappa-equivalence"),
+           _f("icl-nonlinear-kappa", note="pretraining on f and on its linear equivalent, "
+              "κ from 0.1 to 100"),
+           ("icl-nonlinear-kappa",)),
     # ------------------------------------------------------------------ R2S reference
     Result("relu-block", "R2S", "ReLU from one head",
            "sup_t |t σ(βt) − ReLU(t)| = c/β, c = W(1/e) ≈ 0.2785.",

@@ -28,7 +28,15 @@ def register_figure(fig: Figure) -> Figure:
 
 def load_all():
     """Import every figure module (each registers its figures)."""
-    from . import approx, denoising, gated_experts, icl, lda, prompt_convergence  # noqa: F401
+    from . import (  # noqa: F401
+        approx,
+        denoising,
+        gated_experts,
+        icl,
+        icl_nonlinear,
+        lda,
+        prompt_convergence,
+    )
 
 
 def get_figure(name: str) -> Figure:

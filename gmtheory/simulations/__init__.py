@@ -24,6 +24,7 @@ def load_all() -> None:
         denoising_sims,
         gated_experts,
         icl_denoising,
+        icl_nonlinear_kappa,
         icl_sims,
         lda_sims,
         prompt_convergence,

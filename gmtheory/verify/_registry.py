@@ -184,6 +184,7 @@ def _load_all():
         denoising_checks,
         hermite_checks,
         icl_checks,
+        icl_nonlinear_checks,
         lda_checks,
         operator_checks,
     )
