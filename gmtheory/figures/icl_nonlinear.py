@@ -71,6 +71,8 @@ def draw(a, meta):
                               label=f"f(xᵀw) + ε, d = {ds[small]}"))
     handles.append(Line2D([], [], color="grey", ls=":", label=f"κ_ref = {float(a['kappa_ref']):g}"))
     axs[0, 0].legend(handles=handles, fontsize=7.5, loc="lower left")
+    for j in range(len(a["alphas"]), 2):          # a sweep with a single (alpha, tau)
+        axs[0, j].set_visible(False)
 
     # (c): the transition point against rho' = rho_eff / c1^2
     ax = axs[0, 2]
@@ -202,12 +204,12 @@ register_figure(Figure(
              "against the number of pretraining tasks per dimension κ. (a, b) Simulations on "
              "the nonlinear target (filled) and on its equivalent linear target c₁xᵀw + "
              "N(0, ρ_eff) with the same pools, token projections and queries (open squares), "
-             "against the d → ∞ theory of the equivalent model (lines; dashes: the same "
+             "against the d → ∞ theory of the equivalent model (lines; short bars: the same "
              "theory at each simulated point's rounded k and n). Both kinds of point sit "
-             "above the theory, most at small κ, where the pool has only κd tasks, and come "
-             "down from the smaller d (faint triangles) to the larger. (c) The κ at which "
-             "g_task falls to half its value at κ_ref: the theory is nearly flat in ρ' = "
-             "ρ_eff/c₁²; the simulated points, nonlinear and equivalent-linear alike, lie at "
+             "above the theory, most at small κ, where the pool has only κd tasks; there "
+             "they come down from the smaller d (faint triangles) to the larger. (c) The κ "
+             "at which g_task falls to half its value at κ_ref: the theory is nearly flat in "
+             "ρ' = ρ_eff/c₁²; the simulated points, nonlinear and equivalent-linear alike, lie at "
              "or below it, since the finite-d excess is largest at κ_ref. (d, e) With c₁ = 0 "
              "(|z|) both errors stay above m₂ at every κ, near m₂τ/(τ−1): nothing is learnt; "
              "a small positive g_task at small κ, shrinking with d, has no counterpart in "
