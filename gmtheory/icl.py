@@ -24,7 +24,8 @@ from .stats import mean_se
 
 __all__ = ["M_kappa", "dM_kappa", "e_icl_ridgeless", "e_idg_ridgeless", "g_task_ridgeless",
            "e_icl_ridge", "ridge_epsilon", "test_error", "test_error_nonlinear", "sample_pool",
-           "sample_statistics", "pretrain", "PretrainResult", "dmmse_error", "limit_large"]
+           "sample_statistics", "pretrain", "PretrainResult", "dmmse_error", "limit_large",
+           "ridge_solve", "ridge_cg"]
 
 
 def _check_pos(**kw):
@@ -229,14 +230,14 @@ class PretrainResult:
 DIRECT_MAX_PARAMS = 400   # d (d+1) up to this: form the Gram matrix and solve directly
 
 
-def _ridge_solve(h, xq, yq, lam_eff, tol, maxiter, n=None):
+def ridge_solve(h, xq, yq, lam_eff, tol, maxiter, n=None):
     """Ridge normal equations: direct (Cholesky of the d(d+1) Gram matrix, cost n p^2)
     when ``p = d(d+1) <= DIRECT_MAX_PARAMS``, where that is cheaper than CG's iterations
-    and compilation; preconditioned CG (:func:`_ridge_cg`) otherwise."""
+    and compilation; preconditioned CG (:func:`ridge_cg`) otherwise."""
     d = xq.shape[1]
     p = d * (h.shape[1])
     if p > DIRECT_MAX_PARAMS:
-        return _ridge_cg(h, xq, yq, lam_eff, tol, maxiter, n)
+        return ridge_cg(h, xq, yq, lam_eff, tol, maxiter, n)
     n = h.shape[0] if n is None else n
     F = jnp.einsum("nd,ne->nde", xq, h).reshape(h.shape[0], p)
     A = F.T @ F / n + lam_eff * jnp.eye(p, dtype=F.dtype)
@@ -247,10 +248,14 @@ def _ridge_solve(h, xq, yq, lam_eff, tol, maxiter, n=None):
 
 
 @partial(jax.jit, static_argnames=("maxiter",))
-def _ridge_cg(h, xq, yq, lam_eff, tol, maxiter, n=None):
+def ridge_cg(h, xq, yq, lam_eff, tol, maxiter, n=None):
     """Solve ``(1/n) sum x x^T G h h^T + lam_eff G = (1/n) sum y x h^T`` by CG with the
     Kronecker preconditioner ``(C_x + .) (x) (C_h + .)`` (reference §6).  Rows of zeros
-    (padding) contribute nothing; ``n`` is the number of real rows (default: all)."""
+    (padding) contribute nothing; ``n`` is the number of real rows (default: all).
+
+    Shapes: ``h`` (n, p), ``xq`` (n, d), ``yq`` (n,); returns ``G`` (d, p) and the relative
+    residual.  The one ridge solver of the ICL simulators (:func:`ridge_solve` picks it or
+    a direct Cholesky solve)."""
     n = h.shape[0] if n is None else n
     rhs = (xq * yq[:, None]).T @ h / n
 
@@ -292,7 +297,7 @@ def pretrain(key, d: int, alpha: float, tau: float, kappa: float, rho: float, la
         W = jnp.tile(pool, (n // k, 1))
     h, xq, yq = sample_statistics(ks, W, ell, rho, f)
     # (1/n) normal equations: ridge (n/d) lam |G|^2 becomes lam / d
-    G, res = _ridge_solve(h, xq, yq, lam / d, tol, maxiter)
+    G, res = ridge_solve(h, xq, yq, lam / d, tol, maxiter)
     return PretrainResult(G, float(res)), pool
 
 
@@ -355,7 +360,7 @@ def _gtask_one(key, d, ell, k_max, n_max, k, n, rho, lam, tol, maxiter, f=None, 
     W = pool[jnp.arange(n_max) % k]               # task j repeated n / k times
     h, xq, yq = sample_statistics(ks, W, ell, rho, f, scale)
     h, xq, yq = h * row_ok, xq * row_ok, yq * row_ok[:, 0]
-    G, res = _ridge_solve(h, xq, yq, lam / d, tol, maxiter, n)
+    G, res = ridge_solve(h, xq, yq, lam / d, tol, maxiter, n)
     mp = pool * task_ok[:, None]
     e_icl = test_error(G, ell, rho)
     e_idg = test_error(G, ell, rho, mp.sum(0) / k, mp.T @ mp / k)

@@ -51,8 +51,8 @@ def test_cg_and_cholesky_match_an_explicit_ridge_solve():
     h, xq, yq = icl.sample_statistics(jax.random.key(5), jnp.tile(pool, (n // k, 1)), ell, 0.1)
     F = jnp.einsum("nd,ne->nde", xq, h).reshape(n, -1)
     G = jnp.linalg.solve(F.T @ F / n + lam * jnp.eye(F.shape[1]), F.T @ yq / n)
-    cg, res = icl._ridge_cg(h, xq, yq, lam, 1e-12, 500)
-    chol, _ = icl._ridge_solve(h, xq, yq, lam, 1e-12, 500)
+    cg, res = icl.ridge_cg(h, xq, yq, lam, 1e-12, 500)
+    chol, _ = icl.ridge_solve(h, xq, yq, lam, 1e-12, 500)
     assert float(res) < 1e-11
     np.testing.assert_allclose(cg.ravel(), G, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(chol.ravel(), G, rtol=1e-10, atol=1e-12)

@@ -131,27 +131,6 @@ def paired_statistics(key, W, ell: int, rho, fidx, c1, rho_eff):
     return h, xq, yq
 
 
-def _ridge_cg(h, xq, yq, lam_eff, n, tol, maxiter):
-    """Ridge normal equations ``(1/n) sum x x^T G h h^T + lam_eff G = (1/n) sum y x h^T``
-    by conjugate gradients with the Kronecker preconditioner of reference §6 (the solver
-    of :func:`gmtheory.icl.pretrain`; zero rows are padding).  Returns ``(G, residual)``."""
-    rhs = (xq * yq[:, None]).T @ h / n
-
-    def op(G):
-        u = jnp.sum((xq @ G) * h, 1)
-        return (xq * u[:, None]).T @ h / n + lam_eff * G
-
-    dx, Ux = jnp.linalg.eigh(xq.T @ xq / n)
-    dh, Uh = jnp.linalg.eigh(h.T @ h / n)
-    denom = dx[:, None] * dh[None] + lam_eff
-
-    def precond(R):
-        return Ux @ ((Ux.T @ R @ Uh) / denom) @ Uh.T
-
-    G, _ = jax.scipy.sparse.linalg.cg(op, rhs, tol=tol, maxiter=maxiter, M=precond)
-    return G, jnp.linalg.norm(op(G) - rhs) / jnp.linalg.norm(rhs)
-
-
 def _paired_one(key, d, ell, k_max, n_max, k, n, rho, lam, fidx, mom, tol, maxiter):
     kp, ks = jax.random.split(key)
     task_ok = jnp.arange(k_max) < k
@@ -166,7 +145,7 @@ def _paired_one(key, d, ell, k_max, n_max, k, n, rho, lam, fidx, mom, tol, maxit
     # two sequential solves: a vmapped CG fused with the sampler miscompiles on XLA:CPU
     # (jax 0.10.2: residuals ~2 instead of 1e-10), so each target gets its own loop
     for i, m in enumerate((mom, _gaussian_moments(mom["c1"], mom["rho_eff"]))):
-        G, r = _ridge_cg(h[i], xq, yq[i], lam / d, n, tol, maxiter)
+        G, r = icl.ridge_cg(h[i], xq, yq[i], lam / d, tol, maxiter, n)
         out += [icl.test_error_nonlinear(G, ell, m), icl.test_error_nonlinear(G, ell, m, mu, R)]
         res.append(r)
     return jnp.stack([*out, jnp.maximum(*res)])
