@@ -24,19 +24,7 @@ def _generated_pages() -> dict[str, str]:
 
     tpath = ROOT / "simulations" / "timings.json"
     timings = json.loads(tpath.read_text()) if tpath.exists() else {}
-    checks = ("# Checks\n\n"
-              "Every check of `gmtheory verify` (generated from the check registry). Each check "
-              "returns comparisons of declared kinds: *agreement* (two independent "
-              "computations, discrepancy ≤ tolerance), *upper_bound* / *lower_bound* (a "
-              "measured quantity against a proven or stated bound) and *count* (an exact "
-              "integer). The verdict is PASS when every comparison holds, FINDING when the "
-              "only comparisons that fail test a claim of the reference that does not "
-              "reproduce here (the report gives the expectation, the measurement and the "
-              "reason), and FAIL otherwise; `gmtheory verify` exits 0 on PASS and FINDING. "
-              "The verdicts of the last run are in the [reproduce report](report.md).\n\n"
-              + tables.checks_table())
-    return {"checks.md": checks,
-            "figures.md": tables.figures_index(png_prefix="figures/"),
+    return {"figures.md": tables.figures_index(png_prefix="figures/"),
             "simulations.md": tables.simulations_index(timings)}
 
 

@@ -124,6 +124,8 @@ def cmd_reproduce(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    cache_state = _xla_cache_state()
+    print(f"XLA compilation cache: {cache_state}")
     print("== checks ==")
     results = run_checks(select_checks(None), progress=not args.no_progress)
     table = format_table(results)
@@ -135,12 +137,16 @@ def cmd_reproduce(args) -> int:
     print(f"wrote {write_all(out / 'derivations')}/")
     print("\n== figures (profile: quick) ==")
     figs = []
+    t_figs = time.perf_counter()
     for n in all_figures():
         t1 = time.perf_counter()
         path = make_figure(n, profile="quick", out_dir=out / "figures", results_dir=args.results,
                            force=args.force, progress=not args.no_progress)
         figs.append((n, path, time.perf_counter() - t1))
         print(f"{n:<24} {path}  ({figs[-1][2]:.1f} s)")
+    t_figs = time.perf_counter() - t_figs
+    _write_timings(out / "timings.json", args.results,
+                   sorted({get_figure(n).simulation for n in all_figures()}))
     total = time.perf_counter() - t0
     n_ok = sum(r.passed for r in results)
     lines = [
@@ -180,9 +186,36 @@ def cmd_reproduce(args) -> int:
             lines += ["```text", *summary, "```", ""]
     lines += ["## Provenance", "", "```", json.dumps(provenance(), indent=2), "```", ""]
     atomic_write_bytes(out / "report.md", "\n".join(lines).encode())
-    print(f"\n{summary_line(results)}; figures: {len(figs)}; "
-          f"report: {out / 'report.md'}; {total:.0f} s")
+    t_checks = sum(r.seconds for r in results)
+    print(f"\n{summary_line(results)}; figures: {len(figs)}; report: {out / 'report.md'}")
+    print(f"time: {total:.0f} s in total (checks {t_checks:.0f} s, figures {t_figs:.0f} s); "
+          f"XLA compilation cache {cache_state}")
     return 0 if n_ok == len(results) else 1
+
+
+def _xla_cache_state() -> str:
+    """'off', 'cold (empty)' or 'warm (N entries)' for the persistent compilation cache."""
+    import jax
+
+    path = jax.config.read("jax_compilation_cache_dir")
+    if not path:
+        return "off (GMTHEORY_NO_JAX_CACHE)"
+    p = Path(path)
+    n = sum(1 for _ in p.iterdir()) if p.is_dir() else 0
+    return f"warm ({n} entries in {path})" if n else f"cold (empty: {path})"
+
+
+def _write_timings(path: Path, results_dir, names) -> None:
+    """Quick-profile run time of the figures' simulations (from their cached sidecars), for
+    simulations/README.md (copy to simulations/timings.json)."""
+    from .cache import atomic_write_bytes
+    from .simulations import run_simulation
+
+    times = {}
+    for name in names:
+        stem_meta = run_simulation(name, "quick", results_dir=results_dir, progress=False)[1]
+        times[name] = round(float(stem_meta.get("seconds", float("nan"))), 1)
+    atomic_write_bytes(path, json.dumps(times, indent=2).encode())
 
 
 def cmd_derive(args) -> int:

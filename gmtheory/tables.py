@@ -24,6 +24,24 @@ def _cell(text) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+CHECKS_INTRO = (
+    "# Checks\n\n"
+    "Every check of `gmtheory verify` (generated from the check registry by `python -m "
+    "gmtheory.tables`). Each check returns comparisons of declared kinds: *agreement* (two "
+    "independent computations, discrepancy ≤ tolerance), *upper_bound* / *lower_bound* (a "
+    "measured quantity against a proven or stated bound) and *count* (an exact integer). "
+    "The verdict is PASS when every comparison holds, FINDING when the only comparisons "
+    "that fail test a claim of the reference that does not reproduce here (the report "
+    "gives the expectation, the measurement and the reason), and FAIL otherwise; `gmtheory "
+    "verify` exits 0 on PASS and FINDING. The verdicts and every comparison of the last run "
+    "are in the [reproduce report](report.md).\n\n")
+
+
+def checks_page() -> str:
+    """``docs/checks.md``: the introduction and :func:`checks_table`."""
+    return CHECKS_INTRO + checks_table()
+
+
 def checks_table() -> str:
     """Markdown table of every registered check."""
     from .verify import all_checks
@@ -88,14 +106,17 @@ def simulations_index(timings: dict | None = None) -> str:
     return "\n".join(out)
 
 
-def write_indexes(figures_dir="figures", simulations_dir="simulations") -> list[Path]:
-    """Write ``figures/README.md`` and ``simulations/README.md`` (the committed indexes)."""
+def write_indexes(figures_dir="figures", simulations_dir="simulations",
+                  docs_dir="docs") -> list[Path]:
+    """Write ``figures/README.md``, ``simulations/README.md`` and ``docs/checks.md`` (the
+    committed indexes)."""
     figures_dir, simulations_dir = Path(figures_dir), Path(simulations_dir)
     tpath = simulations_dir / "timings.json"
     timings = json.loads(tpath.read_text()) if tpath.exists() else {}
     out = []
     for path, text in ((figures_dir / "README.md", figures_index()),
-                       (simulations_dir / "README.md", simulations_index(timings))):
+                       (simulations_dir / "README.md", simulations_index(timings)),
+                       (Path(docs_dir) / "checks.md", checks_page())):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         out.append(path)

@@ -39,6 +39,8 @@ def test_readme_is_short():
 
 
 def test_committed_indexes_match_the_registries():
+    assert (ROOT / "docs" / "checks.md").read_text() == tables.checks_page(), \
+        "docs/checks.md is stale: run `python -m gmtheory.tables`"
     assert (ROOT / "figures" / "README.md").read_text() == tables.figures_index(), \
         "figures/README.md is stale: run `python -m gmtheory.tables`"
     tpath = ROOT / "simulations" / "timings.json"
