@@ -27,6 +27,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._validation import (
+    as_float_array,
+    check_finite,
+    check_int,
+    check_positive,
+    check_result,
+    is_concrete,
+)
+
 __all__ = ["GMAParams", "init", "responsibilities", "gma_attention", "naive_attention",
            "log_responsibility_logits", "routes", "bidirectional_contraction", "SIGMA_MIN"]
 
@@ -53,15 +62,20 @@ class GMAParams(NamedTuple):
     lowrank: jax.Array | None = None
 
 
+@partial(jax.jit, static_argnums=2)
 def _kmeanspp(key, pts, K):
-    """k-means++ seeding on ``pts`` (n, d): returns ``(K, d)`` centres."""
+    """k-means++ seeding on ``pts`` (n, d): returns ``(K, d)`` centres (compiled once per
+    shape and K; eagerly each of its small ops was dispatched separately)."""
     n = pts.shape[0]
     k0, key = jax.random.split(key)
     centres = [pts[jax.random.randint(k0, (), 0, n)]]
     for _ in range(1, K):
         d2 = jnp.min(jnp.stack([jnp.sum((pts - c) ** 2, 1) for c in centres]), 0)
+        tot = jnp.sum(d2)
+        # every point already a centre (K > distinct points): draw uniformly, not 0/0
+        prob = jnp.where(tot > 0, d2 / jnp.where(tot > 0, tot, 1.0), 1.0 / n)
         key, k = jax.random.split(key)
-        centres.append(pts[jax.random.choice(k, n, p=d2 / jnp.sum(d2))])
+        centres.append(pts[jax.random.choice(k, n, p=prob)])
     return jnp.stack(centres)
 
 
@@ -72,12 +86,24 @@ def init(key, d_model: int, *, heads: int = 4, K: int = 16, d_r: int | None = No
 
     ``tokens`` ``(n, d_model)`` (optional) seeds the means by k-means++ on the projected
     keys of each head; otherwise ``mu ~ N(0, I)``.  The temperature starts at
-    ``tau0 * sqrt(d_r)``; scales start near 1.
+    ``tau0 * sqrt(d_r)`` (``tau0`` positive and finite); scales start near 1.
     """
+    for name, v in (("d_model", d_model), ("heads", heads), ("K", K),
+                    ("lowrank_rank", lowrank_rank)):
+        check_int(v, name)
     if K < 1 or heads < 1:
         raise ValueError(f"K, heads: must be positive, got K={K}, heads={heads}.")
-    d_r = d_r or max(1, d_model // heads)
-    d_v = d_v or max(1, d_model // heads)
+    check_int(d_model, "d_model", minimum=1)
+    check_int(lowrank_rank, "lowrank_rank", minimum=0)
+    d_r = max(1, d_model // heads) if d_r is None else check_int(d_r, "d_r", minimum=1)
+    d_v = max(1, d_model // heads) if d_v is None else check_int(d_v, "d_v", minimum=1)
+    tau0 = check_positive(tau0, "tau0")
+    try:
+        floating = jnp.issubdtype(dtype, jnp.floating)
+    except TypeError:
+        floating = False
+    if not floating:
+        raise ValueError(f"dtype: expected a floating dtype (e.g. jnp.float32), got {dtype!r}.")
     ks = jax.random.split(key, 6)
     s = 1.0 / np.sqrt(d_model)
     Wq = s * jax.random.normal(ks[0], (heads, d_model, d_r), dtype)
@@ -85,7 +111,12 @@ def init(key, d_model: int, *, heads: int = 4, K: int = 16, d_r: int | None = No
     Wv = s * jax.random.normal(ks[2], (heads, d_model, d_v), dtype)
     Wo = jax.random.normal(ks[3], (heads * d_v, d_model), dtype) / np.sqrt(heads * d_v)
     if tokens is not None:
-        tokens = jnp.asarray(tokens, dtype)
+        tokens = as_float_array(tokens, "tokens")
+        if tokens.ndim != 2 or tokens.shape[0] == 0 or tokens.shape[1] != d_model:
+            raise ValueError(f"tokens: expected shape (n, {d_model}) with n >= 1, got "
+                             f"{tuple(tokens.shape)}.")
+        check_finite(tokens, "tokens")
+        tokens = tokens.astype(dtype)
         mu = jnp.stack([_kmeanspp(jax.random.fold_in(ks[4], h), tokens @ Wk[h], K)
                         for h in range(heads)])
     else:
@@ -130,19 +161,88 @@ def responsibilities(params: GMAParams, z, head: int = 0):
 
     Shapes: ``(..., N, d_r) -> (..., N, K)``.
     """
+    _check_params(params)
+    H, _, d_r = params.Wq.shape
+    head = check_int(head, "head", minimum=0)
+    if head >= H:
+        raise ValueError(f"head: must be below the number of heads {H}, got {head}.")
+    z = as_float_array(z, "z")
+    if z.ndim < 1 or z.shape[-1] != d_r:
+        raise ValueError(f"z: expected routing vectors of shape (..., {d_r}), got "
+                         f"{tuple(z.shape)}.")
+    check_finite(z, "z")
     p = _head(params, head)
     logits = log_responsibility_logits(p.mu, p.rho, p.mix_logits, z, p.lowrank)
-    return jax.nn.softmax(logits / jnp.exp(p.log_tau.astype(logits.dtype)), axis=-1)
+    r = jax.nn.softmax(logits / jnp.exp(p.log_tau.astype(logits.dtype)), axis=-1)
+    check_result(r, "responsibilities", _ROUTE_FIX)
+    return r
+
+
+_ROUTE_FIX = ("Rescale z (or x) or raise the temperature exp(log_tau): the logits "
+              "|z - mu|^2 / (sigma^2 tau) overflow.")
+
+
+def _check_params(params) -> None:
+    """Shapes, dtypes and (for concrete arrays) finiteness of every field of ``params``."""
+    if not isinstance(params, GMAParams):
+        raise ValueError(f"params: expected gma.GMAParams (from gma.init), got "
+                         f"{type(params).__name__}.")
+    if jnp.ndim(params.Wq) != 3:
+        raise ValueError(f"params.Wq: expected shape (H, d_model, d_r), got "
+                         f"{tuple(jnp.shape(params.Wq))}.")
+    H, d_model, d_r = params.Wq.shape
+    d_v = params.Wv.shape[-1] if jnp.ndim(params.Wv) == 3 else None
+    K = params.mu.shape[1] if jnp.ndim(params.mu) == 3 else None
+    want = {"Wk": (H, d_model, d_r), "Wv": (H, d_model, d_v), "Wo": (None, d_model),
+            "mu": (H, K, d_r), "rho": (H, K, d_r), "mix_logits": (H, K), "log_tau": (H,)}
+    if params.lowrank is not None:
+        want["lowrank"] = (H, K, d_r, None)
+    if d_v is not None:
+        want["Wo"] = (H * d_v, d_model)
+    for name, shape in want.items():
+        a = getattr(params, name)
+        got = tuple(jnp.shape(a))
+        if len(got) != len(shape) or any(w is not None and w != g
+                                          for w, g in zip(shape, got, strict=True)):
+            spec = "(" + ", ".join("*" if w is None else str(w) for w in shape) + ")"
+            raise ValueError(f"params.{name}: expected shape {spec} to match params.Wq "
+                             f"{tuple(params.Wq.shape)}, got {got}.")
+    for name in GMAParams._fields:
+        a = getattr(params, name)
+        if a is None:
+            continue
+        if not jnp.issubdtype(jnp.result_type(a), jnp.floating):
+            raise ValueError(f"params.{name}: expected a floating array, got "
+                             f"{jnp.result_type(a)}.")
+        check_finite(a, f"params.{name}")
 
 
 def _check_inputs(params, x, mask, normalisation):
-    if normalisation not in ("query", "slot"):
+    if not isinstance(normalisation, str) or normalisation not in ("query", "slot"):
         raise ValueError(f"normalisation: must be 'query' or 'slot', got {normalisation!r}.")
+    _check_params(params)
     if x.ndim != 3 or x.shape[-1] != params.Wq.shape[1]:
         raise ValueError(f"x: expected shape (B, N, {params.Wq.shape[1]}), got {tuple(x.shape)}.")
+    if x.shape[1] == 0:
+        raise ValueError("x: the sequence is empty (N = 0); pass at least one token.")
+    check_finite(x, "x")
     if mask is not None and tuple(mask.shape) != tuple(x.shape[:2]):
         raise ValueError(f"mask: expected shape {tuple(x.shape[:2])} (True = real token), got "
                          f"{tuple(mask.shape)}.")
+
+
+def _as_mask(mask):
+    """A boolean mask; 0/1 numbers are accepted, anything else would reweight keys."""
+    if mask is None:
+        return None
+    mask = jnp.asarray(mask) if not isinstance(mask, jax.core.Tracer) else mask
+    if mask.dtype == jnp.bool_ or not is_concrete(mask):
+        return mask
+    m = np.asarray(mask)
+    if m.dtype.kind not in "iuf" or not np.all((m == 0) | (m == 1)):
+        raise ValueError(f"mask: expected booleans (True = real token) or 0/1, got dtype "
+                         f"{m.dtype} with values other than 0 and 1.")
+    return mask != 0
 
 
 def routes(params: GMAParams, x, mask=None):
@@ -235,16 +335,22 @@ def gma_attention(params: GMAParams, x, *, causal: bool = False, chunk: int | No
     chunk size (default ``min(N, 128)``).  Outputs are cast back to ``x.dtype``;
     accumulation happens in float32 or wider.
     """
-    x = jnp.asarray(x)
+    x = as_float_array(x, "x")
+    mask = _as_mask(mask)
     squeeze = x.ndim == 2
     if squeeze:
         x = x[None]
-        mask = None if mask is None else jnp.asarray(mask)[None]
+        mask = None if mask is None else mask[None]
     _check_inputs(params, x, mask, normalisation)
-    c = min(x.shape[1], 128) if chunk is None else int(chunk)
-    if c < 1:
-        raise ValueError(f"chunk: must be a positive integer, got {chunk}.")
-    out = _gma(params, x, mask, causal, c, normalisation, eps)
+    if not isinstance(causal, (bool, np.bool_)):
+        raise ValueError(f"causal: expected True or False, got {causal!r}.")
+    if is_concrete(eps):
+        check_positive(eps, "eps", " (it keeps a query whose keys are all masked or unrouted "
+                       "at 0 instead of 0/0)")
+    c = min(x.shape[1], 128) if chunk is None else check_int(chunk, "chunk", minimum=1)
+    out = _gma(params, x, mask, bool(causal), c, normalisation, eps)
+    check_result(out, "gma_attention", "Rescale x, or cast float16 inputs to float32; the "
+                 "routing logits or the values overflowed.")
     return out[0] if squeeze else out
 
 

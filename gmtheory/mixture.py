@@ -13,6 +13,8 @@ are deterministic given the component (reference §2.2).  ``log_prob`` and
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,7 +22,9 @@ import numpy as np
 from ._validation import (
     as_float_array,
     check_finite,
+    check_int,
     check_psd,
+    check_result,
     check_shape,
     is_concrete,
 )
@@ -28,17 +32,26 @@ from ._validation import (
 __all__ = ["GaussianMixture", "psd_factor", "as_points"]
 
 WEIGHT_SUM_TOL = 1e-8
+_FAR_HINT = ("The squared Mahalanobis distance of x from every component overflows: "
+             "x is too far from the means for the covariances' scale; rescale x, means "
+             "and covs together.")
 
 
 def psd_factor(cov):
     """Return ``F`` with ``F @ F.T == cov`` for a PSD ``cov`` of shape ``(..., d, d)``.
 
     Uses the symmetric eigendecomposition, so singular (rank-deficient)
-    covariances are fine, unlike Cholesky.
+    covariances are fine, unlike Cholesky.  Eigenvalues below ``16 d eps |lambda|_max``
+    (a small multiple of the round-off of ``eigh``, so ``F F^T`` still equals ``cov`` to
+    round-off) are taken as zero: their square roots, ``~ sqrt(eps)`` of the scale,
+    would otherwise leak noise of relative size ~1e-8 into the null directions, e.g.
+    into label coordinates that are deterministic given the component.
     """
     sym = 0.5 * (cov + jnp.swapaxes(cov, -1, -2))
     evals, evecs = jnp.linalg.eigh(sym)
-    return evecs * jnp.sqrt(jnp.clip(evals, 0.0))[..., None, :]
+    d = sym.shape[-1]
+    tol = 16 * d * jnp.finfo(evals.dtype).eps * jnp.max(jnp.abs(evals), axis=-1, keepdims=True)
+    return evecs * jnp.sqrt(jnp.where(evals > tol, evals, 0.0))[..., None, :]
 
 
 @jax.tree_util.register_pytree_node_class
@@ -47,7 +60,8 @@ class GaussianMixture:
 
     A pytree: pass it through ``jax.jit``, ``jax.vmap`` and ``jax.grad``.  The
     constructor validates concrete inputs (shapes, finiteness, weights on the
-    simplex within 1e-8, symmetric PSD covariances) and raises ``ValueError``
+    simplex within 1e-8 -- or ``4 K eps`` of their dtype when that is larger, e.g. for
+    float32 -- symmetric PSD covariances) and raises ``ValueError``
     naming the offending argument; inside transformations values are tracers and
     are not re-validated.
     """
@@ -75,9 +89,12 @@ class GaussianMixture:
             w = np.asarray(weights, dtype=np.float64)
             if np.any(w < 0):
                 raise ValueError(f"weights: must be non-negative, got {w}.")
-            if abs(w.sum() - 1.0) > WEIGHT_SUM_TOL:
+            # 1e-8, or the round-off of summing K numbers of the weights' own dtype
+            # (float32 weights 1/3 sum to 1 + 3e-8)
+            tol = max(WEIGHT_SUM_TOL, 4 * K * float(jnp.finfo(weights.dtype).eps))
+            if abs(w.sum() - 1.0) > tol:
                 raise ValueError(
-                    f"weights: must sum to 1 within {WEIGHT_SUM_TOL:g}, got sum {w.sum():.12g}; "
+                    f"weights: must sum to 1 within {tol:g}, got sum {w.sum():.12g}; "
                     "normalise them (weights / weights.sum())."
                 )
         check_psd(covs, "covs")
@@ -122,6 +139,8 @@ class GaussianMixture:
             raise ValueError(f"means: expected shape (K, d), got {tuple(means.shape)}.")
         K, d = means.shape
         check_shape(cov, "cov", (d, d), "the shared covariance is one d x d matrix.")
+        check_finite(cov, "cov")
+        check_psd(cov, "cov")
         return cls(weights, means, jnp.broadcast_to(cov, (K, d, d)))
 
     # ----------------------------------------------------------------- basics
@@ -139,9 +158,14 @@ class GaussianMixture:
         return jnp.log(self.weights)
 
     def is_shared(self, rtol: float = 1e-12) -> bool:
-        """True if all components share one covariance (concrete arrays only)."""
+        """True if all components share one covariance (concrete arrays only).
+
+        Entries may differ by ``rtol`` times the largest entry, relative to the
+        covariances' own scale (so covariances of scale 1e-8 that differ by 1e-13 are
+        not taken as shared).
+        """
         c = np.asarray(self.covs)
-        return bool(np.all(np.abs(c - c[:1]) <= rtol * max(1.0, np.abs(c).max())))
+        return bool(np.all(np.abs(c - c[:1]) <= rtol * np.abs(c).max()))
 
     def mean(self):
         """First moment ``E[x] = sum_k pi_k m_k``, shape ``(d,)``."""
@@ -150,7 +174,10 @@ class GaussianMixture:
     def second_moment(self):
         """Uncentred second moment ``E[x x^T] = sum_k pi_k (Gamma_k + m_k m_k^T)``, ``(d, d)``."""
         outer = self.covs + self.means[:, :, None] * self.means[:, None, :]
-        return jnp.einsum("k,kij->ij", self.weights, outer)
+        out = jnp.einsum("k,kij->ij", self.weights, outer)
+        check_result(out, "second_moment", "The means or covariances are too large "
+                     "(|m|^2 overflows); rescale them.")
+        return out
 
     def covariance(self):
         """Covariance ``E[x x^T] - E[x] E[x]^T``, shape ``(d, d)``."""
@@ -167,20 +194,8 @@ class GaussianMixture:
         """
         if not isinstance(key, jax.Array):
             raise ValueError("key: expected a jax.random key, e.g. jax.random.key(0).")
-        n = int(n)
-        if n < 0:
-            raise ValueError(f"n: must be non-negative, got {n}.")
-        k_comp, k_noise = jax.random.split(key)
-        comp = jax.random.categorical(k_comp, self.log_weights, shape=(n,))
-        eps = jax.random.normal(k_noise, (n, self.dim), dtype=self.means.dtype)
-        factors = psd_factor(self.covs)
-
-        def body(k, x):
-            xk = self.means[k] + eps @ factors[k].T
-            return jnp.where((comp == k)[:, None], xk, x)
-
-        x = jax.lax.fori_loop(0, self.n_components, body, jnp.zeros_like(eps))
-        return x, comp
+        n = check_int(n, "n", minimum=0)
+        return _sample(self, key, n)
 
     # ---------------------------------------------------------------- densities
     def _require_pd(self, what: str):
@@ -189,7 +204,7 @@ class GaussianMixture:
         c = np.asarray(self.covs, dtype=np.float64)
         for k in range(c.shape[0]):
             ev = np.linalg.eigvalsh(c[k])
-            if ev[0] <= 1e-12 * max(1.0, ev[-1]):
+            if ev[0] <= 1e-12 * ev[-1]:  # condition number above 1e12, or zero
                 raise ValueError(
                     f"covs[{k}]: {what} needs positive-definite covariances, but this one is "
                     f"singular (smallest eigenvalue {ev[0]:.3g}). Densities do not exist for "
@@ -215,16 +230,35 @@ class GaussianMixture:
         lp = jax.scipy.special.logsumexp(
             self.component_log_prob(x) + self.log_weights[None], axis=-1
         )
+        check_result(lp, "log_prob", _FAR_HINT)
         return lp[0] if squeeze else lp
 
     def responsibilities(self, x):
         """Posterior ``P(C = k | x)``: ``(n, d) -> (n, K)`` (or ``(d,) -> (K,)``)."""
         squeeze = jnp.ndim(x) == 1
         r = jax.nn.softmax(self.component_log_prob(x) + self.log_weights[None], axis=-1)
+        check_result(r, "responsibilities", _FAR_HINT)
         return r[0] if squeeze else r
 
     def __repr__(self) -> str:
         return f"GaussianMixture(K={self.n_components}, d={self.dim})"
+
+
+@partial(jax.jit, static_argnums=2)
+def _sample(mixture: GaussianMixture, key, n: int):
+    """The body of :meth:`GaussianMixture.sample`, compiled once per shape and ``n``
+    (eagerly, the component loop was traced and dispatched again on every call)."""
+    k_comp, k_noise = jax.random.split(key)
+    comp = jax.random.categorical(k_comp, mixture.log_weights, shape=(n,))
+    eps = jax.random.normal(k_noise, (n, mixture.dim), dtype=mixture.means.dtype)
+    factors = psd_factor(mixture.covs)
+
+    def body(k, x):
+        xk = mixture.means[k] + eps @ factors[k].T
+        return jnp.where((comp == k)[:, None], xk, x)
+
+    x = jax.lax.fori_loop(0, mixture.n_components, body, jnp.zeros_like(eps))
+    return x, comp
 
 
 def as_points(x, d: int, name: str):

@@ -25,7 +25,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validation import as_float_array, check_finite, check_shape
+from ._validation import (
+    as_float_array,
+    check_finite,
+    check_int,
+    check_positive,
+    check_result,
+    check_shape,
+    is_concrete,
+)
 from .mixture import GaussianMixture, as_points
 
 __all__ = [
@@ -72,6 +80,13 @@ def _queries(z, d):
     return as_points(z, d, "z"), squeeze
 
 
+_LIMIT_FIX = ("Rescale the mixture (means, covs), U or z: the gate logits "
+              "log pi_k + m_k^T U z + (Uz)^T Gamma_k (Uz) / 2 and the experts must stay "
+              "below ~1e300.")
+_PROMPT_FIX = ("Rescale tokens, U, V or z: the scores z_i^T U z and the values V z_i "
+               "must stay below ~1e300 (~1e38 in float32).")
+
+
 # ------------------------------------------------------------- infinite-prompt limits
 def attention_gates(mixture: GaussianMixture, U, z):
     """Gates ``alpha_k(z)`` of Prop. 2.1, eq. (2).
@@ -85,6 +100,7 @@ def attention_gates(mixture: GaussianMixture, U, z):
     U, _ = _check_uv(U, jnp.eye(d), d)
     z, squeeze = _queries(z, d)
     a = jax.nn.softmax(_gate_logits(mixture, U, z), axis=-1)
+    check_result(a, "attention_gates", _LIMIT_FIX)
     return a[0] if squeeze else a
 
 
@@ -140,6 +156,7 @@ def softmax_attention_limit(mixture: GaussianMixture, U, V, z):
     U, V = _check_uv(U, V, mixture.dim)
     z, squeeze = _queries(z, mixture.dim)
     out = softmax_limit_blocked(mixture, U, V, z)
+    check_result(out, "softmax_attention_limit", _LIMIT_FIX)
     return out[0] if squeeze else out
 
 
@@ -163,6 +180,7 @@ def softmax_attention_limit_shared(mixture: GaussianMixture, U, V, z):
     u = z @ U.T
     alpha = jax.nn.softmax(mixture.log_weights[None] + u @ mixture.means.T, axis=-1)
     out = (u @ mixture.covs[0].T + alpha @ mixture.means) @ V.T
+    check_result(out, "softmax_attention_limit_shared", _LIMIT_FIX)
     return out[0] if squeeze else out
 
 
@@ -178,6 +196,7 @@ def linear_attention_limit(mixture: GaussianMixture, U, V, z):
     U, V = _check_uv(U, V, mixture.dim)
     z, squeeze = _queries(z, mixture.dim)
     out = z @ (V @ mixture.second_moment() @ U).T
+    check_result(out, "linear_attention_limit", "Rescale the mixture, U, V or z.")
     return out[0] if squeeze else out
 
 
@@ -266,7 +285,7 @@ def _prep_prompt(tokens, U, V, z):
     squeeze = z.ndim == 1
     if squeeze:
         z = z[None]
-    if z.shape[-1] != d or z.ndim not in (2, 3):
+    if z.ndim not in (2, 3) or z.shape[-1] != d:
         raise ValueError(
             f"z: expected queries of shape (n, {d}) or (B, n, {d}), got {tuple(z.shape)}."
         )
@@ -296,9 +315,7 @@ def softmax_attention(tokens, U, V, z, *, chunk: int | None = None, return_se: b
     tokens, U, V, z, squeeze = _prep_prompt(tokens, U, V, z)
     L = tokens.shape[-2]
     n = z.shape[-2]
-    c = _default_chunk(n, L) if chunk is None else int(chunk)
-    if c < 1:
-        raise ValueError(f"chunk: must be a positive integer, got {chunk}.")
+    c = _default_chunk(n, L) if chunk is None else check_int(chunk, "chunk", minimum=1)
     c = min(c, L)
     fn = lambda t, q: online_softmax(t, q @ U.T, V, chunk=c, with_se=return_se)
     if tokens.ndim == 3:
@@ -306,6 +323,8 @@ def softmax_attention(tokens, U, V, z, *, chunk: int | None = None, return_se: b
         out, se = jax.vmap(fn, in_axes=(0, in_z))(tokens, z)
     else:
         out, se = fn(tokens, z)
+    check_result(out, "softmax_attention", _PROMPT_FIX)
+    check_result(se, "softmax_attention (return_se)", _PROMPT_FIX)
     if squeeze:
         out, se = out[..., 0, :], se[..., 0, :]
     return (out, se) if return_se else out
@@ -327,6 +346,7 @@ def linear_attention(tokens, U, V, z):
         out = jnp.einsum("boj,bnj->bno", M, z) if z.ndim == 3 else jnp.einsum("boj,nj->bno", M, z)
     else:
         out = z @ M.T
+    check_result(out, "linear_attention", _PROMPT_FIX)
     return out[..., 0, :] if squeeze else out
 
 
@@ -340,14 +360,15 @@ def softmax_score(U) -> LogScore:
     Returns a function ``(queries (n, d), keys (L, d)) -> (n, L)``.
     """
     U = as_float_array(U, "U")
+    if U.ndim != 2 or U.shape[0] != U.shape[1]:
+        raise ValueError(f"U: expected a square (d, d) matrix, got shape {tuple(U.shape)}.")
+    check_finite(U, "U")
     return lambda q, k: (q @ U.T) @ k.T
 
 
 def rbf_score(bandwidth: float = 1.0) -> LogScore:
     """Log-alignment of an RBF kernel: ``log a(z, z') = -|z - z'|^2 / (2 h^2)``."""
-    if not bandwidth > 0:
-        raise ValueError(f"bandwidth: must be positive, got {bandwidth}.")
-    h2 = float(bandwidth) ** 2
+    h2 = check_positive(bandwidth, "bandwidth") ** 2
 
     def score(q, k):
         sq = jnp.sum(q**2, 1)[:, None] + jnp.sum(k**2, 1)[None] - 2.0 * q @ k.T
@@ -362,18 +383,62 @@ def weighted_attention(log_score: LogScore, tokens, token_weights, z, V=None):
     ``mu = sum_i w_i delta_{z_i}``; ``T_a[mu](z) = sum_i w_i a(z,z_i) V z_i /
     sum_i w_i a(z,z_i)`` with ``a = exp(log_score)``, evaluated by log-sum-exp.
 
-    Shapes: ``tokens`` ``(L, d)``, ``token_weights`` ``(L,)`` (positive), ``z``
-    ``(n, d)``; returns ``(n, d_out)``.  Also returns the log normaliser
-    ``log sum_i w_i a(z, z_i)`` of shape ``(n,)``.
+    Shapes: ``tokens`` ``(L, d)``, ``token_weights`` ``(L,)`` (non-negative, not all
+    zero), ``z`` ``(n, d)``, ``V`` ``(d_out, d)`` or ``None`` (identity); returns
+    ``(n, d_out)``.  Also returns the log normaliser ``log sum_i w_i a(z, z_i)`` of shape
+    ``(n,)``.  ``log_score`` may return ``-inf`` (zero alignment) but not NaN or
+    ``+inf``, and every query needs one token of positive weight and finite score.
     """
     tokens = as_float_array(tokens, "tokens")
+    if tokens.ndim != 2 or tokens.shape[0] == 0:
+        raise ValueError(
+            f"tokens: expected shape (L, d) with L >= 1, got {tuple(tokens.shape)}."
+        )
+    check_finite(tokens, "tokens")
+    L, d = tokens.shape
     tw = as_float_array(token_weights, "token_weights")
-    check_shape(tw, "token_weights", (tokens.shape[0],), "one weight per token.")
-    z, _ = _queries(z, tokens.shape[1])
-    values = tokens if V is None else tokens @ as_float_array(V, "V").T
-    logits = log_score(z, tokens) + jnp.log(tw)[None]
+    check_shape(tw, "token_weights", (L,), "one weight per token.")
+    check_finite(tw, "token_weights")
+    if is_concrete(tw) and (np.any(np.asarray(tw) < 0) or not np.any(np.asarray(tw) > 0)):
+        raise ValueError(
+            "token_weights: must be non-negative with at least one positive weight."
+        )
+    z, _ = _queries(z, d)
+    if V is None:
+        values = tokens
+    else:
+        V = as_float_array(V, "V")
+        if V.ndim != 2 or V.shape[1] != d:
+            raise ValueError(f"V: expected shape (d_out, {d}), got {tuple(V.shape)}.")
+        check_finite(V, "V")
+        values = tokens @ V.T
+    try:
+        score = log_score(z, tokens)
+    except TypeError as exc:  # shape mismatch inside the user's function
+        raise ValueError(
+            f"log_score: failed on queries of shape {tuple(z.shape)} and tokens of shape "
+            f"{tuple(tokens.shape)} ({exc})."
+        ) from exc
+    if tuple(jnp.shape(score)) != (z.shape[0], L):
+        raise ValueError(
+            f"log_score: expected scores of shape ({z.shape[0]}, {L}), got "
+            f"{tuple(jnp.shape(score))}."
+        )
+    if is_concrete(score) and np.any(np.isnan(np.asarray(score)) | (np.asarray(score) == np.inf)):
+        raise ValueError(
+            "log_score: returned NaN or +inf scores (overflow?); rescale tokens, z or the "
+            "score's parameters."
+        )
+    logits = score + jnp.where(tw > 0, jnp.log(jnp.where(tw > 0, tw, 1.0)), -jnp.inf)[None]
     lse = jax.scipy.special.logsumexp(logits, axis=1)
-    return jnp.exp(logits - lse[:, None]) @ values, lse
+    if is_concrete(lse) and not np.all(np.isfinite(np.asarray(lse))):
+        raise ValueError(
+            "log_score: every token of positive weight has score -inf (or the log "
+            "normaliser overflowed) for some query; rescale tokens, z or the score."
+        )
+    out = jnp.exp(logits - lse[:, None]) @ values
+    check_result(out, "weighted_attention", "Rescale tokens or V: the values overflow.")
+    return out, lse
 
 
 def mixture_decomposition(log_score: LogScore, components: Sequence, weights, z, V=None):
