@@ -77,31 +77,79 @@ def get_simulation(name: str) -> Simulation:
 
 
 def _convert(value: str, typ, name: str):
+    """Read one ``--set`` value as ``typ``; a ``ValueError`` names the key and the value.
+
+    Numbers must be ASCII and finite: ``nan``, ``inf`` and overflowing literals
+    (``1e400``) are refused, since a non-finite config value only shows up later as a
+    NaN result.  Integers accept exponent notation when the value is integral
+    (``reps=1e3``) but not ``2.5``, which ``int()`` would silently truncate.
+    """
+    import decimal
+    import math
+
+    tname = getattr(typ, "__name__", str(typ))
+
+    def bad(why: str = "") -> ValueError:
+        return ValueError(f"--set {name}: could not read {value!r} as {tname}{why}.")
+
     origin = typing.get_origin(typ)
+    if origin is tuple:
+        (inner, *_) = typing.get_args(typ)
+        parts = [p.strip() for p in value.replace(":", ",").split(",") if p.strip()]
+        if not parts:
+            raise ValueError(f"--set {name}: expected one or more comma-separated values, "
+                             f"got {value!r}.")
+        return tuple(_convert(p, inner, name) for p in parts)
+    if typ is bool:
+        if value.lower() in ("1", "true", "yes"):
+            return True
+        if value.lower() in ("0", "false", "no"):
+            return False
+        raise bad(" (use true/false, yes/no or 1/0)")
+    if typ in (int, float) and not value.isascii():
+        raise bad(" (only ASCII digits are read)")
+    if typ is int:
+        try:
+            out = int(value)
+        except ValueError:
+            out = None
+        if out is None:
+            try:  # Python's float syntax ("1e3", "2.0"), read exactly
+                float(value)
+                num = decimal.Decimal(value.strip())
+            except (ValueError, decimal.InvalidOperation):
+                raise bad() from None
+            if not num.is_finite() or num != num.to_integral_value():
+                raise bad(" (not a finite integer)")
+            if num.adjusted() > 18:  # before int(): "1e999999999" would take forever
+                raise bad(" (beyond the 64-bit integer range)")
+            out = int(num)
+        if abs(out) > 2**63 - 1:
+            raise bad(" (beyond the 64-bit integer range)")
+        return out
+    if typ is float:
+        try:
+            out = float(value)
+        except ValueError:
+            raise bad() from None
+        if not math.isfinite(out):
+            raise bad(" (not a finite number: nan, inf and values beyond ~1.8e308 are refused)")
+        return out
     try:
-        if origin is tuple:
-            (inner, *_) = typing.get_args(typ)
-            parts = [p for p in value.replace(":", ",").split(",") if p.strip()]
-            return tuple(_convert(p.strip(), inner, name) for p in parts)
-        if typ is bool:
-            if value.lower() in ("1", "true", "yes"):
-                return True
-            if value.lower() in ("0", "false", "no"):
-                return False
-            raise ValueError
-        if typ is int:
-            return int(float(value)) if "e" in value.lower() else int(value)
-        if typ is float:
-            return float(value)
         return typ(value)
-    except (ValueError, TypeError):
-        raise ValueError(
-            f"--set {name}: could not read {value!r} as {getattr(typ, '__name__', typ)}."
-        ) from None
+    except (ValueError, TypeError, ArithmeticError):
+        raise bad() from None
 
 
 def parse_overrides(config_cls, items) -> dict:
-    """Parse ``key=value`` strings (``a=1,b=2`` and tuple values ``Ls=10,100`` allowed)."""
+    """Parse ``key=value`` strings (``a=1,b=2`` and tuple values ``Ls=10,100`` allowed).
+
+    ``items`` is a list of strings (one per ``--set``) or one string.  An unknown key, a
+    key given twice, an item without ``=`` or an unreadable value raises ``ValueError``
+    naming the key (see :func:`_convert` for the value rules).
+    """
+    if isinstance(items, str):
+        items = [items]
     hints = typing.get_type_hints(config_cls)
     fields = {f.name for f in dataclasses.fields(config_cls)}
     raw: list[list[str]] = []
@@ -121,6 +169,8 @@ def parse_overrides(config_cls, items) -> dict:
                 f"--set: unknown parameter {k!r} for {config_cls.__name__}; "
                 f"valid parameters: {sorted(fields)}."
             )
+        if k in out:
+            raise ValueError(f"--set {k}: given more than once.")
         out[k] = _convert(v.strip(), hints[k], k)
     return out
 
