@@ -82,3 +82,35 @@ def test_sharded_trials_equal_single_device(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
+
+
+def test_sweep_skips_points_whose_rounding_moves_tau():
+    """n = round(tau d^2 / k) k: with k close to tau d^2 the simulated tau is far from the
+    nominal one (alpha = 6, tau = 1.2, kappa = 16 at d = 10 runs at tau = 1.6); such points
+    are not run, exact ones are."""
+    from gmtheory.simulations.icl_sims import effective_sizes
+
+    (a, t, k), ok = effective_sizes(10, 6.0, 1.2, 16.0)
+    assert not ok and t == pytest.approx(1.6)
+    assert effective_sizes(40, 6.0, 1.2, 16.0)[1]
+    (a, t, k), ok = effective_sizes(16, 1.0, 1.25, np.inf)
+    assert ok and np.isinf(k) and a == 1.0
+
+
+def test_icl_sweeps_at_several_d_small(tmp_path):
+    """The several-d sweeps assemble (d, series, x) arrays with NaN where a point is not run,
+    compare with the theory at the simulated sizes, and run dMMSE at the largest d only."""
+    from gmtheory.simulations import get_simulation, make_config, run_simulation
+
+    over = {"ds": (4, 8), "alphas": (6.0,), "kappas": (0.5, 2.0), "trials": 2,
+            "dmmse_draws": 20}
+    a, _, _ = run_simulation("icl-gtask", overrides=over, results_dir=tmp_path, progress=False)
+    assert a["sim_mean"].shape == a["rel_gap"].shape == (2, 1, 2)
+    assert a["sim"].shape == (2, 1, 2, 2)
+    # d = 4, alpha = 6, kappa = 2: k = 8, n = round(19.2 / 8) 8 = 16 -> tau 1.0, not run
+    assert np.isnan(a["sim_mean"][0, 0, 1]) and np.all(np.isfinite(a["sim_mean"][1]))
+    assert np.all(np.isfinite(a["dmmse_mean"])) and int(a["dmmse_d"]) == 8
+    sim = get_simulation("icl-gtask")
+    lines = sim.summary(make_config(sim, "quick", over), a)
+    assert any("not simulated" in line and "d = 4" in line for line in lines)
+    assert any("common points" in line for line in lines)

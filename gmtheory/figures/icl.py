@@ -1,141 +1,245 @@
-"""Linear-attention ICL figures: theory curves (lines) with pretraining simulations
-(points, +-2 SE)."""
+"""Linear-attention ICL figures: asymptotic theory (lines, d -> infinity) with pretraining
+simulations (points: mean +- 2 SE over trials) at two or three dimensions d, and a row of
+relative gaps (sim - theory) / theory that shows the finite-d bias shrinking with d."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullFormatter
 
 from ._base import Figure, register_figure
+
+_MARKERS = ("s", "^", "o", "D")
+
+
+def _d_colours(n):
+    """Sequential colours, light (small d) to dark (the largest d)."""
+    cmap = plt.get_cmap("plasma")
+    return [cmap(0.1 + 0.68 * (n - 1 - i) / max(1, n - 1)) for i in range(n)]
 
 
 def _err(ax, x, m, se, **kw):
     ax.errorbar(x, m, yerr=2 * se, fmt="o", ms=4, capsize=2, **kw)
 
 
+def _sims(ax, bx, x, a, j, trials, what="simulation"):
+    """Simulated points of series ``j`` at every d (top: values; bottom: the ratio to the
+    theory at the simulated sizes, on a log axis), shifted sideways by a few percent so
+    that the error bars do not overlap."""
+    ds = a["ds"]
+    cols = _d_colours(len(ds))
+    for i, d in enumerate(ds):
+        m, se = a["sim_mean"][i, j], a["sim_se"][i, j]
+        ok = ~np.isnan(m)
+        xs = x * np.exp(0.07 * (i - (len(ds) - 1) / 2))
+        kw = {"fmt": _MARKERS[i % len(_MARKERS)], "color": cols[i], "ms": 4.5, "capsize": 2,
+              "lw": 1}
+        ax.errorbar(xs[ok], m[ok], yerr=2 * se[ok],
+                    label=f"{what}, d = {int(d)} (mean ± 2 SE, {trials} trials)", **kw)
+        r, rse = 1 + a["rel_gap"][i, j][ok], a["rel_se"][i, j][ok]
+        lo = np.minimum(2 * rse, r - 1e-3)     # a log axis: a bar reaching 0 runs off it
+        bx.errorbar(xs[ok], r, yerr=[lo, 2 * rse], **kw)
+    bx.axhline(1.0, color="k", lw=0.8)
+    bx.set_yscale("log")
+    lo = np.nanmin(1 + a["rel_gap"])        # the row shares its y axis
+    bx.set_ylim(bottom=min(0.9, lo / 1.15))
+    lo_hi = np.nanmax(1 + a["rel_gap"]) / np.nanmin(1 + a["rel_gap"])
+    bx.yaxis.set_major_locator(FixedLocator([0.5, 1, 2, 3, 5, 10] if lo_hi > 4 else
+                                            [0.5, 0.7, 0.8, 0.9, 1, 1.2, 1.5, 2, 3]))
+    bx.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    bx.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _log_x(ax, ticks):
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _finish(fig, axes, suptitle, ncol=2):
+    """Suptitle, gap-row label, and one legend for the figure below the axes (room kept
+    for it), with every labelled artist of every panel once."""
+    axes[1, 0].set_ylabel("sim / theory\n(theory at the simulated sizes)")
+    handles, labels = [], []
+    for ax in axes.ravel():
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.suptitle(suptitle, fontsize=11)
+    rows = -(-len(labels) // ncol)
+    h_in = fig.get_size_inches()[1]
+    fig.tight_layout(rect=(0, (0.22 * rows + 0.15) / h_in, 1, 1))
+    fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=ncol,
+               fontsize=8, frameon=False)
+    return fig
+
+
 def draw_double_descent(a, meta):
     cfg = meta["config"]
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
-    ax.semilogy(a["tau_grid"], a["ridgeless"], "k", lw=2, label="ridgeless theory (λ → 0⁺)")
-    for i, lam in enumerate(a["lams"]):
-        ax.semilogy(a["tau_grid"], a["ridge"][i], color=f"C{i}", lw=1.5,
-                    label=f"ridge theory, λ = {lam:g}")
-        _err(ax, a["taus"], a["sim_mean"][i], a["sim_se"][i], color=f"C{i}")
-    ax.axvline(1.0, color="grey", ls=":", lw=1)
-    ax.text(1.05, ax.get_ylim()[0] * 1.1, "τ = 1: n ≈ d(d+1) parameters", fontsize=8,
-            color="grey")
-    ax.set_xlabel("τ = n / d²  (pretraining prompts per parameter)")
-    ax.set_ylabel("ICL test error e_ICL")
-    ax.set_title(f"Double descent in τ (α = {cfg['alpha']}, κ = {cfg['kappa']}, ρ = "
-                 f"{cfg['rho']}; points: d = {cfg['d']}, {cfg['trials']} runs)", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    lams, g = a["lams"], a["tau_grid"]
+    fig, axes = plt.subplots(2, len(lams), figsize=(3.6 * len(lams), 6.2), sharex=True,
+                             sharey="row", gridspec_kw={"height_ratios": [2.2, 1]},
+                             squeeze=False)
+    for j, lam in enumerate(lams):
+        ax, bx = axes[0, j], axes[1, j]
+        ax.plot(g, a["ridgeless"], color="0.6", ls="--", lw=1.3,
+                label="ridgeless theory (λ → 0⁺), d → ∞: diverges at τ = 1")
+        ax.plot(g, a["ridge"][j], "k", lw=1.6, label="ridge theory at the panel's λ, d → ∞")
+        _sims(ax, bx, a["taus"], a, j, cfg["trials"])
+        ax.set_yscale("log")
+        ax.set_ylim(0.6, 100)
+        _log_x(ax, [0.25, 0.5, 1, 2, 4])
+        ax.set_title(f"ridge λ = {lam:g}", fontsize=10)
+        bx.set_xlabel("τ = n / d²  (prompts per parameter)")
+        for x in (ax, bx):
+            x.axvline(1.0, color="grey", ls=":", lw=1)
+    axes[0, 0].set_ylabel("ICL test error e_ICL")
+    return _finish(fig, axes, f"Double descent in τ (α = {cfg['alpha']:g}, κ = ∞, ρ = "
+                              f"{cfg['rho']:g}); τ = 1 dotted")
 
 
 register_figure(Figure(
     name="icl-double-descent", simulation="icl-double-descent",
     caption=("Test error of ridge-pretrained linear attention against the number of "
-             "pretraining prompts. The ridgeless error diverges at τ = 1 (as many prompts as "
-             "parameters); ridge regularisation removes the peak. Points: simulations "
-             "(exact test error of the fitted Γ, ±2 SE); their distance to the curves near "
-             "τ = 1 is the finite-d effect, largest where the theory diverges."),
-    draw=draw_double_descent))
+             "pretraining prompts. Lines: d → ∞ theory on a grid log-spaced in |τ − 1| down to "
+             "1e-4, so the ridgeless error (dashed) is drawn rising out of the panel at τ = 1; "
+             "ridge (solid) caps the peak. Points: simulations (exact test error of the fitted "
+             "Γ) at two d (quick profile: d = 16 and 32; the paper profile adds d = 64). Way: "
+             "two d per panel. Bottom row: simulation / theory, the theory taken at the "
+             "simulated sizes; the excess shrinks with d (mean |relative gap| 0.21 → 0.08 from "
+             "d = 16 to 32, summary) and is largest just above τ = 1, where the finite-d peak "
+             "(n = d(d+1), τ = 1 + 1/d) lies."),
+    draw=draw_double_descent,
+    checks=("icl.02-consistency-limits", "icl.04-simulation-approaches-theory")))
 
 
 def draw_alpha(a, meta):
     cfg = meta["config"]
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
-    for i, k in enumerate(a["kappas"]):
-        lab = "κ = ∞ (fresh task per prompt)" if np.isinf(k) else f"κ = {k:g}"
-        ax.semilogx(a["alpha_grid"], a["theory"][i], color=f"C{i}", lw=2, label=f"theory, {lab}")
-        _err(ax, a["alphas"], a["sim_mean"][i], a["sim_se"][i], color=f"C{i}")
-    ax.set_xlabel("α = ℓ / d  (context length per dimension)")
-    ax.set_ylabel("ICL test error e_ICL")
-    ax.set_title(f"Error against context length (τ = {cfg['tau']}, ρ = {cfg['rho']}, λ = "
-                 f"{cfg['lam']:g}; points: d = {cfg['d']})", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    kappas, g = a["kappas"], a["alpha_grid"]
+    fig, axes = plt.subplots(2, len(kappas), figsize=(4.3 * len(kappas), 6.2), sharex=True,
+                             sharey="row", gridspec_kw={"height_ratios": [2.2, 1]},
+                             squeeze=False)
+    for j, k in enumerate(kappas):
+        ax, bx = axes[0, j], axes[1, j]
+        ax.plot(g, a["theory"][j], "k", lw=1.6, label="ridge theory, d → ∞")
+        _sims(ax, bx, a["alphas"], a, j, cfg["trials"])
+        _log_x(ax, [0.25, 1, 4, 16, 64])
+        ax.set_title("κ = ∞ (a fresh task per prompt)" if np.isinf(k) else
+                     f"κ = {k:g} (a pool of κd tasks)", fontsize=10)
+        bx.set_xlabel("α = ℓ / d  (context length per dimension)")
+    axes[0, 0].set_ylabel("ICL test error e_ICL")
+    return _finish(fig, axes, f"Error against context length (τ = {cfg['tau']:g}, ρ = "
+                              f"{cfg['rho']:g}, λ = {cfg['lam']:g})")
 
 
 register_figure(Figure(
     name="icl-alpha", simulation="icl-alpha",
-    caption=("Longer contexts do not always help: with a finite task pool (κ = 0.5) the ICL "
-             "error is non-monotone in α — longer prompts let the model memorise the pool "
-             "instead of learning to regress in context — while with a fresh task per prompt "
-             "(κ = ∞) it decreases monotonically. Lines: ridge theory (d → ∞); points: "
-             "simulations at d = 16, which sit well above the curves because τ = 1.5 is close "
-             "to the interpolation peak, where the O(1/d) bias is largest: at this size they do "
-             "not resolve the non-monotonicity (paper profile: d = 48)."),
-    draw=draw_alpha))
+    caption=("Longer contexts do not always help: with a finite task pool (κ = 0.5, left) the "
+             "ICL error has a minimum near α ≈ 5 and rises again for longer prompts, in the "
+             "theory and in the simulations at both d; with a fresh task per prompt (κ = ∞, "
+             "right) it decreases monotonically. Lines: ridge theory (d → ∞); points: "
+             "simulations at two d (quick profile: d = 16 and 32; the paper profile adds "
+             "d = 64). Way: two d per panel. Bottom row: simulation / theory (theory at the "
+             "simulated sizes); the finite-d excess halves from d = 16 to d = 32 (mean "
+             "|relative gap| 0.18 → 0.08, summary)."),
+    draw=draw_alpha, checks=("icl.04-simulation-approaches-theory",)))
 
 
 def draw_gtask(a, meta):
     cfg = meta["config"]
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for i, al in enumerate(a["alphas"]):
-        ax.loglog(a["kappa_grid"], a["theory"][i], color=f"C{i}", lw=2,
-                  label=f"theory (d → ∞), α = {al:g}, τ = {0.2 * al:g}")
-        _err(ax, a["kappas"], a["sim_mean"][i], a["sim_se"][i], color=f"C{i}")
-        ax.loglog(a["kappas"], np.maximum(a["dmmse_mean"][i], 1e-4), "x--", color=f"C{i}",
-                  ms=6, lw=0.8, alpha=0.7, label=f"dMMSE (Bayes on the pool), α = {al:g}")
-    ax.axvline(1.0, color="grey", ls=":", lw=1)
-    ax.set_xlabel("κ = k / d  (task diversity)")
-    ax.set_ylabel("task-generalisation gap g_task = e_ICL − e_IDG")
-    ax.set_title(f"Memorisation → in-context learning (ρ = {cfg['rho']}; points: d = "
-                 f"{cfg['d']}, {cfg['trials']} runs)", fontsize=10)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+    alphas, g = a["alphas"], a["kappa_grid"]
+    fig, axes = plt.subplots(2, len(alphas), figsize=(3.7 * len(alphas), 6.2), sharex=True,
+                             sharey="row", gridspec_kw={"height_ratios": [2.2, 1]},
+                             squeeze=False)
+    dm_d = int(a["dmmse_d"])
+    for j, al in enumerate(alphas):
+        ax, bx = axes[0, j], axes[1, j]
+        ax.plot(g, a["theory"][j], "k", lw=1.6, label="ridgeless theory, d → ∞")
+        dm, dse = a["dmmse_mean"][j], a["dmmse_se"][j]
+        ok = dm > 0          # a log axis: a non-positive Monte Carlo gap is left out
+        ax.errorbar(a["kappas"][ok], dm[ok], yerr=2 * dse[ok], fmt="x--", color="0.45", ms=5,
+                    lw=0.9, capsize=2,
+                    label=f"dMMSE (Bayes on the pool), d = {dm_d} (± 2 SE, "
+                          f"{cfg['dmmse_draws']} test prompts)")
+        _sims(ax, bx, a["kappas"], a, j, cfg["trials"])
+        ax.set_yscale("log")
+        _log_x(ax, [0.2, 1, 4, 16])
+        ax.set_title(f"α = {al:g}, τ = {0.2 * al:g}", fontsize=10)
+        bx.set_xlabel("κ = k / d  (task diversity)")
+        for x in (ax, bx):
+            x.axvline(1.0, color="grey", ls=":", lw=1)
+    axes[0, 0].set_ylabel("g_task = e_ICL − e_IDG")
+    return _finish(fig, axes, f"Memorisation → in-context learning (ρ = {cfg['rho']:g}, "
+                              f"λ = {cfg['lam']:g}); κ = 1 dotted")
 
 
 register_figure(Figure(
     name="icl-gtask", simulation="icl-gtask",
     caption=("The gap between test error on fresh tasks and on the pretraining pool falls "
              "sharply once the pool has about as many tasks as dimensions (κ ≈ 1): linear "
-             "attention switches from memorising the pool to regressing in context. The "
-             "dMMSE estimator (the Bayes predictor that knows the pool) keeps a large gap: it "
-             "memorises by design. Points at d = 10 sit above the d → ∞ theory by the finite-size "
-             "bias (icl-finite-d), far above for α = 6, whose τ = 1.2 is next to the "
-             "interpolation peak at τ = 1."),
-    draw=draw_gtask))
+             "attention switches from memorising the pool to regressing in context, while the "
+             "dMMSE estimator (the Bayes predictor that knows the pool) keeps a large gap. Points: "
+             "simulations at three d (quick profile: d = 10, 20, 40; points where the protocol's "
+             "rounding n = round(τd²/k)·k moves τ by more than 5 % are not run). Way: three d "
+             "per panel. Bottom row: simulation / theory (theory at the simulated sizes); the "
+             "finite-d excess shrinks with d (mean |relative gap| 1.5 → 0.46 → 0.19, summary), "
+             "most slowly for α = 6, whose τ = 1.2 is next to the interpolation peak at τ = 1."),
+    draw=draw_gtask,
+    checks=("icl.04-simulation-approaches-theory", "icl.07-authors-quick-figure-d10")))
 
 
 def draw_equivalence(a, meta):
     cfg = meta["config"]
-    fs = cfg["fs"]
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for i, name in enumerate(fs):
-        c0, c1, m2, re = a[f"{name}_hermite"]
-        ax.semilogy(a["tau_grid"], a[f"{name}_theory"], color=f"C{i}", lw=1.8,
-                    label=f"{name}: c₀ = {c0:.2f}, c₁ = {c1:.3f}, ρ_eff = {re:.3f} → "
-                          f"c₁²·e_Lu(ρ_eff/c₁²)")
-        _err(ax, a["taus"], a[f"{name}_nonlinear_mean"], a[f"{name}_nonlinear_se"],
-             color=f"C{i}")
-        ax.plot(a["taus"] * 1.04, a[f"{name}_equivalent_mean"], "s", mfc="none", ms=6,
-                color=f"C{i}")
-    ax.plot([], [], "ko", ms=4, label="simulation, nonlinear target f(xᵀw) + ε")
-    ax.plot([], [], "ks", mfc="none", ms=6,
-            label="simulation, equivalent linear c₁xᵀw + N(0, ρ_eff)")
-    ax.axvline(1.0, color="grey", ls=":", lw=1)
-    ax.set_xlabel("τ = n / d²")
-    ax.set_ylabel("test error e_f")
-    ax.set_title(f"Nonlinearity acts as noise (α = {cfg['alpha']}, κ = {cfg['kappa']}, ρ = "
-                 f"{cfg['rho']}, λ = {cfg['lam']:g}; d = {cfg['d']})", fontsize=10)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+    fs, g, taus = [str(f) for f in a["fs"]], a["tau_grid"], a["taus"]
+    fig, axes = plt.subplots(2, len(fs), figsize=(3.2 * len(fs), 6.0), sharex=True,
+                             sharey="row", gridspec_kw={"height_ratios": [2.2, 1]},
+                             squeeze=False)
+    cols = _d_colours(len(a["ds"]))
+    tol, dmax = float(a["tolerance"]), int(max(a["ds"]))
+    for j, name in enumerate(fs):
+        ax, bx = axes[0, j], axes[1, j]
+        c0, c1, m2, re = a["hermite"][j]
+        ax.plot(g, a["theory"][j], "k", lw=1.6, label="equivalent-linear theory, d → ∞: "
+                "c₁²·e_Lu(ρ_eff/c₁², λ/c₁²)")
+        _sims(ax, bx, taus, a, j, cfg["trials"], "simulation, nonlinear target f(xᵀw) + ε")
+        for i, d in enumerate(a["ds"]):
+            m, se = a["eq_mean"][i, j], a["eq_se"][i, j]
+            th = a["theory_at"][i, j]
+            xs = taus * np.exp(0.07 * (i - (len(a["ds"]) - 1) / 2) + 0.1)
+            kw = {"fmt": "o", "mfc": "none", "color": cols[i], "ms": 6, "capsize": 2, "lw": 1}
+            ax.errorbar(xs, m, yerr=2 * se, label=f"simulation, equivalent linear target "
+                        f"c₁z + N(0, ρ_eff), d = {int(d)} (mean ± 2 SE, {cfg['trials']} "
+                        "trials)", **kw)
+            bx.errorbar(xs, m / th, yerr=2 * se / th, **kw)
+        bx.axhspan(1 - tol, 1 + tol, color="0.85", zorder=0,
+                   label=f"finite-d tolerance at d = {dmax}: ±{tol:.2f} (icl.05: 0.1 at "
+                         "d = 40, × 40/d)")
+        ax.set_yscale("log")
+        _log_x(ax, [0.5, 1, 2, 4])
+        c0 = 0.0 if abs(c0) < 5e-3 else c0      # no "-0.00" for odd f
+        ax.set_title(f"{name}: c₀ = {c0:.2f}, c₁ = {c1:.2f}, ρ_eff = {re:.2f}", fontsize=9.5)
+        bx.set_xlabel("τ = n / d²")
+        for x in (ax, bx):
+            x.axvline(1.0, color="grey", ls=":", lw=1)
+    axes[0, 0].set_ylabel("test error e_f")
+    return _finish(fig, axes, f"Nonlinearity acts as noise (α = {cfg['alpha']:g}, κ = ∞, "
+                              f"ρ = {cfg['rho']:g}, λ = {cfg['lam']:g}); τ = 1 dotted")
 
 
 register_figure(Figure(
     name="icl-equivalence", simulation="icl-equivalence",
     caption=("Single-index targets y = f(xᵀw) + ε: linear attention sees only the first Hermite "
              "coefficient c₁; the rest of f, and c₀² because the labels are not centred, acts "
-             "as extra label noise ρ_eff = E f² + σ² − c₁². Filled points (nonlinear) and open "
-             "squares (equivalent linear model) agree within a few percent; both sit above "
-             "the d → ∞ curve by the finite-d bias (see the summary for the gaps)."),
-    draw=draw_equivalence))
+             "as extra label noise ρ_eff = E f² + σ² − c₁². Filled markers (nonlinear target) "
+             "and open circles (equivalent linear target, same d) agree within 7 %. "
+             "Way: one d within a stated tolerance (quick profile: d = 24; the paper profile "
+             "adds a second d): the bottom row shows simulation / theory with the finite-d "
+             "tolerance band ±0.17 (check icl.05's 0.1 at d = 40, scaled by 40/d); all points "
+             "lie in it within 2 SE, above 1 by the O(1/d) bias (numbers in the summary)."),
+    draw=draw_equivalence, checks=("icl.05-nonlinearity-noise-equivalence",)))
 
 
 def draw_finite_d(a, meta):
@@ -143,15 +247,18 @@ def draw_finite_d(a, meta):
     fig, ax = plt.subplots(figsize=(6.5, 4.4))
     gap = np.abs(a["gap"])
     ax.errorbar(a["ds"], gap, yerr=2 * a["sim_se"], fmt="o", capsize=3,
-                label="|sim − theory| (±2 SE)")
+                label=f"|mean simulation − theory| (± 2 SE, {cfg['trials']} trials per d)")
     s = float(a["slope"])
     c = np.exp(np.mean(np.log(gap)) - s * np.mean(np.log(a["ds"])))
-    ax.loglog(a["ds"], c * a["ds"] ** s, "k--", label=f"fit: slope {s:.2f}")
-    ax.loglog(a["ds"], gap[0] * a["ds"][0] / a["ds"], ":", color="grey", label="1/d")
+    ax.loglog(a["ds"], c * a["ds"] ** s, "k--",
+              label=f"least-squares fit: slope {s:.2f} ± {float(a['slope_stderr']):.2f}")
+    ax.loglog(a["ds"], gap[0] * a["ds"][0] / a["ds"], ":", color="grey",
+              label="1/d through the first point")
+    _log_x(ax, [int(d) for d in a["ds"]])
     ax.set_xlabel("dimension d")
-    ax.set_ylabel("|e_ICL(simulation) − e_ICL(theory)|")
-    ax.set_title(f"Finite-d convergence (α = τ = {cfg['alpha']}, κ = {cfg['kappa']}, "
-                 f"λ = {cfg['lam']:g})", fontsize=10)
+    ax.set_ylabel("|e_ICL(simulation) − e_ICL(theory, d → ∞)|")
+    ax.set_title(f"Finite-d convergence (α = τ = {cfg['alpha']:g}, κ = {cfg['kappa']:g}, "
+                 f"ρ = {cfg['rho']:g}, λ = {cfg['lam']:g})", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -161,5 +268,7 @@ register_figure(Figure(
     name="icl-finite-d", simulation="icl-finite-d",
     caption=("Simulations converge to the asymptotic theory with an O(1/d) bias: the distance "
              "between the mean simulated ICL error and the ridge theory falls with d on "
-             "log–log axes, with a fitted slope near −1."),
-    draw=draw_finite_d))
+             "log–log axes, with a fitted slope near −1 (the slope and its standard error are "
+             "in the legend; check icl.04 tests the exponent at d = 16 and 48). The other ICL "
+             "figures show the same approach panel by panel."),
+    draw=draw_finite_d, checks=("icl.04-simulation-approaches-theory",)))
