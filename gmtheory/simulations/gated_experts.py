@@ -55,6 +55,8 @@ def _run_point(cfg, point, key):
         "gates": attention_gates(mix, U, z).reshape(G, G, 3),
         "soft": softmax_attention_limit(mix, U, V, z).reshape(G, G, 2),
         "lin": linear_attention_limit(mix, U, V, z).reshape(G, G, 2),
+        # T_lin(z) = M z: the rows of linear_attention_limit at e_1, e_2 are M's columns
+        "lin_map": linear_attention_limit(mix, U, V, jnp.eye(2)).T,
         "means": mix.means,
         "weights": mix.weights,
     }
@@ -62,9 +64,13 @@ def _run_point(cfg, point, key):
 
 def _summary(cfg, a):
     gates = a["gates"].reshape(-1, 3)
+    M = np.asarray(a["lin_map"])
+    ev = np.linalg.eigvals(M)
     return [
         f"grid {cfg.grid}x{cfg.grid}; fraction of queries with a dominant gate (>0.9): "
         f"{np.mean(gates.max(1) > 0.9):.3f}",
+        f"linear attention: T_lin(z) = M z with M = V E[zz^T] U = {np.round(M, 4).tolist()} "
+        f"(eigenvalues {np.round(np.sort(ev.real), 4).tolist()}), the same map at every query",
     ]
 
 
