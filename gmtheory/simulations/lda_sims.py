@@ -3,13 +3,17 @@ beyond the paper: trained heads on finite prompts, and a (pi, separation, d) swe
 
 Every training run goes through :func:`gmtheory.training.train`.
 
-* ``lda-fig1``: population gradient descent on C1 (step 1e-4, Gauss–Hermite risk)
-  from the Table 3 starts theta^(1) (near Theta_1) and theta^(2) (near Theta_2) plus
-  N(0, eps^2) noise on every entry (:func:`gmtheory.lda.gradient_descent`).
+* ``lda-fig1``: population gradient descent on C1 (Gauss–Hermite risk; quick: step 0.5,
+  paper: the paper's 1e-4) from the Table 3 starts, check lda.19's protocol: theta^(1)
+  (near Theta_1) moved 1e-3 along the slowest damped Hessian direction, theta^(2) (near
+  Theta_2), both plus N(0, eps^2) noise on every entry
+  (:func:`gmtheory.lda.gradient_descent`); the displacement of theta^(2) is split into
+  its damped and flat Hessian components.
 * ``lda-sgd``: SGD on C2 (d = 20, step 1e-2) from the all-Gaussian start (Fig. 4) and
   the Fig. 5 start, seeds batched in one run (:func:`sgd_runs`), population risk by 2-D
   GH; success = tail-averaged excess (:func:`tail_excess`) within the run's SGD noise
-  floor + 3 sd (:func:`sgd_epsilon`, :func:`gmtheory.lda.sgd_noise_floor`).
+  floor + 3 sd (:func:`sgd_epsilon`, :func:`gmtheory.lda.sgd_noise_floor`); the Fig. 5
+  runs' first steps are also recorded densely (:func:`fast_phase_rates`).
 * ``lda-finite-prompt``: a softmax and a linear head trained with optax Adam on sampled
   prompts of L tokens (seeds batched); excess risk with the infinite-prompt operator and
   on fresh prompts.
@@ -35,7 +39,7 @@ from ._base import Simulation, register
 
 __all__ = ["Fig1Config", "SGDConfig", "FinitePromptConfig", "SweepConfig", "fig1_rates",
            "sgd_runs", "tail_excess", "sgd_epsilon", "time_within", "TAIL_FRACTION",
-           "FLOOR_Z", "finite_prompt_slope", "sweep_problem"]
+           "FLOOR_Z", "FAST_WINDOWS", "fast_phase_rates", "finite_prompt_slope", "sweep_problem"]
 
 
 @lru_cache(maxsize=32)
@@ -55,12 +59,19 @@ def _record_every(steps: int, records: int = 20) -> int:
 
 @dataclass(frozen=True)
 class Fig1Config:
+    """Check lda.19's protocol: theta^(1) + ``amp`` along the slowest damped Hessian
+    direction + N(0, noise^2) per entry; theta^(2) + N(0, noise^2) (Table 3).  The quick
+    profile takes step 0.5 (5000x the paper's 1e-4: the same gradient flow in 5000x fewer
+    iterations), so that the theta^(1) distance falls over several decades; the paper
+    profile takes the paper's step.  Exponential fits start at iteration ``fit_from``."""
     seed: int = 0
-    steps: int = 200_000
-    record_every: int = 1000
-    lr: float = 1e-4
+    steps: int = 2000
+    record_every: int = 10
+    lr: float = 0.5
+    amp: float = 1e-3
     noise: float = 1e-6
-    order: int = 48
+    order: int = 64
+    fit_from: int = 200
 
     @classmethod
     def quick(cls):
@@ -68,51 +79,86 @@ class Fig1Config:
 
     @classmethod
     def paper(cls):
-        return cls(steps=2_000_000, record_every=5000, order=96)
+        return cls(steps=2_000_000, record_every=5000, lr=1e-4, order=96, fit_from=1_000_000)
+
+
+def _hessian_modes(prob, th, order):
+    """Eigen-decomposition of grad^2 R(th) (eta form) and the mask of its damped
+    (positive, > 1e-9 lambda_max) directions, as in checks 17-19."""
+    ev, V = np.linalg.eigh(np.asarray(lda.hessian(prob, th, order, form="eta")))
+    return ev, V, ev > 1e-9 * ev.max()
 
 
 def _fig1_point(cfg, point, key):
     prob = lda.config("C1")
-    th = lda.table3_start(point["start"], prob)
+    start = point["start"]
+    dist = lda.dist_E1 if start == "theta1" else lda.dist_E2
+    th = lda.table3_start(start, prob)
     vec, unr = lda.flatten(th)
-    th = unr(vec + cfg.noise * jax.random.normal(key, vec.shape, dtype=vec.dtype))
-    _, tr = lda.gradient_descent(prob, th, cfg.lr, cfg.steps, cfg.record_every, cfg.order)
-    return {"dist_E1": tr["dist_E1"], "dist_E2": tr["dist_E2"], "risk": tr["risk"],
-            "theta": tr["theta"], "theta0": vec,
-            "iters": cfg.record_every * jnp.arange(1, cfg.steps // cfg.record_every + 1)}
+    ev, V, pos = _hessian_modes(prob, th, cfg.order)
+    pert = cfg.noise * np.asarray(jax.random.normal(key, vec.shape, dtype=vec.dtype))
+    if start == "theta1":       # along the slowest damped direction (check lda.19)
+        pert = pert + cfg.amp * V[:, np.argmax(pos)]
+    th0 = unr(vec + pert)
+    _, tr = lda.gradient_descent(prob, th0, cfg.lr, cfg.steps, cfg.record_every, cfg.order)
+    theta = np.concatenate([np.asarray(vec + pert)[None], np.asarray(tr["theta"])])
+    modes = (theta - np.asarray(vec)) @ V                  # displacement in Hessian modes
+    # the slowest damped mode decays by 1 - lr lambda per step (Hessian at the Table 3
+    # point; check lda.19 takes it at the limit point, 3e-5 apart relatively here)
+    ker = V[:, ~pos]
+    plateau = dist(prob, lda.phi(prob, unr(vec + ker @ (ker.T @ pert))))
+    return {"dist": np.concatenate([[float(dist(prob, lda.phi(prob, th0)))],
+                                    np.asarray(tr["dist_E1" if start == "theta1"
+                                                  else "dist_E2"])]),
+            "risk": tr["risk"], "theta": theta,
+            "damped": np.linalg.norm(modes[:, pos], axis=1),
+            "flat": np.linalg.norm(modes[:, ~pos], axis=1),
+            "eigenvalues": ev, "rate_pred": -np.log1p(-cfg.lr * ev[pos].min()),
+            "plateau_pred": plateau, "n_flat": np.sum(~pos)}
 
 
 def _fig1_assemble(cfg, points, res):
-    out = {"iters": res[0]["iters"], "R_star": np.asarray(lda.bayes_risk(lda.config("C1")))}
+    out = {"iters": cfg.record_every * np.arange(cfg.steps // cfg.record_every + 1),
+           "R_star": np.asarray(lda.bayes_risk(lda.config("C1"))),
+           "fit_from": np.asarray(cfg.fit_from), "lr": np.asarray(cfg.lr),
+           "amp": np.asarray(cfg.amp), "noise": np.asarray(cfg.noise)}
     for p, r in zip(points, res, strict=True):
-        for k in ("dist_E1", "dist_E2", "risk", "theta"):
-            out[f"{p['start']}_{k}"] = r[k]
+        for k, v in r.items():
+            out[f"{p['start']}_{k}"] = v
     return out
 
 
-def fig1_rates(a, start_frac: float = 0.5):
-    """Exponential fits ``log dist = c - rate * iteration`` over the last
-    ``1 - start_frac`` of the Fig. 1 run (:func:`gmtheory.stats.fit_semilog`): returns
-    ``(fit_theta1, fit_theta2)`` for dist(Phi, E_1) from theta^(1) and dist(Phi, E_2) from
-    theta^(2); the decay rate per iteration is ``-fit.slope``."""
+def fig1_rates(a, fit_from=None):
+    """Exponential fits ``log dist = c - rate * iteration`` over the iterations
+    ``>= fit_from`` (default: the run's ``fit_from``) of the Fig. 1 run
+    (:func:`gmtheory.stats.fit_semilog`): returns ``(fit_theta1, fit_theta2)`` for
+    dist(Phi, E_1) from theta^(1) and dist(Phi, E_2) from theta^(2); the decay rate per
+    iteration is ``-fit.slope``."""
     it = np.asarray(a["iters"], float)
-    sel = slice(int(start_frac * len(it)), None)
-    return (stats.fit_semilog(it[sel], np.asarray(a["theta1_dist_E1"])[sel]),
-            stats.fit_semilog(it[sel], np.asarray(a["theta2_dist_E2"])[sel]))
+    sel = it >= float(a["fit_from"] if fit_from is None else fit_from)
+    return (stats.fit_semilog(it[sel], np.asarray(a["theta1_dist"])[sel]),
+            stats.fit_semilog(it[sel], np.asarray(a["theta2_dist"])[sel]))
 
 
 def _fig1_summary(cfg, a):
     f1, f2 = fig1_rates(a)
-    r1, r2 = -f1.slope, -f2.slope
-    inc = np.linalg.norm(np.diff(a["theta1_theta"], axis=0), axis=1)
+    d1, d2 = a["theta1_dist"], a["theta2_dist"]
+    inc = np.linalg.norm(np.diff(a["theta1_theta"][1:], axis=0), axis=1)
     return [
-        f"C1, population GD, step {cfg.lr:g}, {cfg.steps:,} iterations, GH order {cfg.order}, "
-        f"start noise N(0, {cfg.noise:g}^2)",
-        f"theta^(1): dist(Phi, E_1) {a['theta1_dist_E1'][0]:.3g} -> {a['theta1_dist_E1'][-1]:.3g}; "
-        f"fitted rate {r1:.3g} +- {f1.stderr:.2g}/iter (R^2 = {f1.r2:.4f}, second half)",
-        f"theta^(2): dist(Phi, E_2) {a['theta2_dist_E2'][0]:.3g} -> {a['theta2_dist_E2'][-1]:.3g}; "
-        f"fitted rate {r2:.3g} +- {f2.stderr:.2g}/iter (R^2 = {f2.r2:.4f})",
-        f"rate ratio theta^(2) / theta^(1) = {r2 / r1:.3g}",
+        f"C1, population GD, step {cfg.lr:g}, {cfg.steps:,} iterations, GH order {cfg.order}; "
+        f"theta^(1) + {cfg.amp:g} x slowest damped Hessian eigenvector + N(0, {cfg.noise:g}^2), "
+        f"theta^(2) + N(0, {cfg.noise:g}^2); fits over iterations >= {cfg.fit_from:,}",
+        f"theta^(1): dist(Phi, E_1) {d1[0]:.3g} -> {d1[-1]:.3g} "
+        f"({np.log10(d1[0] / d1[-1]):.1f} decades); fitted rate {-f1.slope:.4g} "
+        f"+- {f1.stderr:.2g}/iter (R^2 = {f1.r2:.6f}); Hessian predicts "
+        f"{float(a['theta1_rate_pred']):.4g}",
+        f"theta^(2): dist(Phi, E_2) {d2[0]:.3g} -> {d2[-1]:.3g} (end / start "
+        f"{d2[-1] / d2[0]:.3f}); fitted rate {-f2.slope:.3g} +- {f2.stderr:.2g}/iter "
+        f"(R^2 = {f2.r2:.3f}); plateau predicted from the {int(a['theta2_n_flat'])} flat "
+        f"Hessian directions {float(a['theta2_plateau_pred']):.4g}",
+        f"theta^(2) displacement from the Table 3 point: damped part "
+        f"{a['theta2_damped'][0]:.3g} -> {a['theta2_damped'][-1]:.3g}, flat part "
+        f"{a['theta2_flat'][0]:.3g} -> {a['theta2_flat'][-1]:.3g}",
         f"theta^(1) increments |theta_t - theta_(t-{cfg.record_every})|: first {inc[0]:.3g}, "
         f"last {inc[-1]:.3g} (geometric decay -> summable, converges to a point of Theta_1)",
     ]
@@ -140,6 +186,8 @@ class SGDConfig:
     lr: float = 1e-2
     eval_every: int = 20
     order: int = 40
+    early_steps: int = 200   # Fig. 5 start: the same runs' first steps, recorded densely
+    early_every: int = 2
 
     @classmethod
     def quick(cls):
@@ -251,18 +299,45 @@ def time_within(iters, risk, R_star, eps, frac: float = TAIL_FRACTION):
     return np.where(hit.any(-1), iters[np.argmax(hit, -1)], np.inf)
 
 
+FAST_WINDOWS = ((0, 20), (40, 80))
+
+
+def fast_phase_rates(a, windows=FAST_WINDOWS):
+    """Exponential fits (:func:`gmtheory.stats.fit_semilog`) of the seed-median excess of
+    the Fig. 5 start over iteration windows of its fast phase, from the dense early
+    records (iteration 0 = the start): one :class:`~gmtheory.stats.Fit` per window.  A
+    single exponential would give the same rate in every window."""
+    it = np.concatenate([[0.0], np.asarray(a["early_iters"], float)])
+    ex = np.concatenate([np.asarray(a["fig5_risk0"])[:, None], a["fig5_early_risk"]], 1)
+    med = np.median(ex - float(a["R_star"]), 0)
+    out = []
+    for lo, hi in windows:
+        sel = (it >= lo) & (it <= hi)
+        out.append(stats.fit_semilog(it[sel], med[sel]))
+    return out
+
+
 def _sgd_point(cfg, point, key):
     prob = lda.config("C2")
     out = sgd_runs(prob, point["init"], key, seeds=cfg.seeds, steps=cfg.steps,
                    batch=cfg.batch, lr=cfg.lr, eval_every=cfg.eval_every, order=cfg.order)
     floor, sd = lda.sgd_noise_floor(prob, out["theta"], cfg.lr, cfg.batch, cfg.order,
                                     batched=True)
-    return {**{k: out[k] for k in ("risk", "PK_v21", "v21", "risk0")},
-            "floor": floor, "floor_sd": sd}
+    res = {**{k: out[k] for k in ("risk", "PK_v21", "v21", "risk0")},
+           "floor": floor, "floor_sd": sd}
+    if point["init"] == "fig5" and cfg.early_steps:
+        # the fast phase: the same seeds (same key, so the same starts and batches) for
+        # the first early_steps steps, with the risk recorded every early_every steps
+        early = sgd_runs(prob, "fig5", key, seeds=cfg.seeds, steps=cfg.early_steps,
+                         batch=cfg.batch, lr=cfg.lr, eval_every=cfg.early_every,
+                         order=cfg.order, progress=False)
+        res["early_risk"] = early["risk"]
+    return res
 
 
 def _sgd_assemble(cfg, points, res):
     out = {"iters": cfg.eval_every * np.arange(1, cfg.steps // cfg.eval_every + 1),
+           "early_iters": cfg.early_every * np.arange(1, cfg.early_steps // cfg.early_every + 1),
            "R_star": np.asarray(lda.bayes_risk(lda.config("C2")))}
     for p, r in zip(points, res, strict=True):
         for k, v in r.items():
@@ -287,6 +362,13 @@ def _sgd_summary(cfg, a):
                      f"{int(np.sum(ex <= eps))} of {ex.size} seeds (median first time "
                      f"{np.median(t):.4g}); |P_K v21| final median "
                      f"{np.median(a[f'{init}_PK_v21'][:, -1]):.3g}")
+    if "fig5_early_risk" in a:
+        fits = fast_phase_rates(a)
+        lines.append("Fig. 5 fast phase (median over seeds, records every "
+                     f"{cfg.early_every} steps): exponential rate "
+                     + "; ".join(f"{-f.slope:.3g}/iter over iterations {lo}-{hi} "
+                                 f"(R^2 = {f.r2:.3f})"
+                                 for (lo, hi), f in zip(FAST_WINDOWS, fits, strict=True)))
     return lines
 
 
@@ -318,10 +400,11 @@ class FinitePromptConfig:
     eval_queries: int = 64
     init_scale: float = 0.1
     order: int = 64
+    fit_max_L: int = 256          # the softmax power-law fit uses L <= fit_max_L
 
     @classmethod
     def quick(cls):
-        return cls(seeds=2)
+        return cls()
 
     @classmethod
     def paper(cls):
@@ -391,7 +474,8 @@ def _fp_assemble(cfg, points, res):
     prob = lda.config("C1")
     _, lin_opt = lda.linear_attention_optimum(prob, cfg.order)
     out = {"Ls": np.array(cfg.Ls), "R_star": np.asarray(lda.bayes_risk(prob)),
-           "linear_gap": np.asarray(lin_opt - lda.bayes_risk(prob))}
+           "linear_gap": np.asarray(lin_opt - lda.bayes_risk(prob)),
+           "fit_max_L": np.asarray(cfg.fit_max_L)}
     for kind in ("softmax", "linear"):
         rows = [r for p, r in zip(points, res, strict=True) if p["kind"] == kind]
         for k in ("excess_inf", "excess_finite", "excess_finite_se"):
@@ -399,13 +483,15 @@ def _fp_assemble(cfg, points, res):
     return out
 
 
-def finite_prompt_slope(a):
-    """Log-log fit (:func:`gmtheory.stats.fit_loglog`) of the softmax head's seed-mean
-    infinite-prompt excess against L; points with a non-positive mean (a head at R* to
-    quadrature accuracy) are left out."""
+def finite_prompt_slope(a, max_L=None):
+    """Log-log fit (:func:`gmtheory.stats.fit_loglog`) of the softmax head's seed-median
+    infinite-prompt excess against L over ``L <= max_L`` (default: the run's
+    ``fit_max_L``; ``np.inf`` for every L); points with a non-positive median (a head at
+    R* to quadrature accuracy) are left out."""
     Ls = np.asarray(a["Ls"], float)
-    y = np.mean(a["softmax_excess_inf"], 1)
-    keep = y > 0
+    y = np.median(a["softmax_excess_inf"], 1)
+    max_L = float(a["fit_max_L"]) if max_L is None else float(max_L)
+    keep = (y > 0) & (Ls <= max_L)
     return stats.fit_loglog(Ls[keep], y[keep])
 
 
@@ -416,13 +502,23 @@ def _fp_summary(cfg, a):
              f"linear-attention gap (best w, no bias) = {float(a['linear_gap']):.4g}"]
     for kind in ("softmax", "linear"):
         for i, L in enumerate(a["Ls"]):
-            lines.append(f"{kind:<8} L={int(L):>5}: excess (infinite-prompt operator) "
-                         f"{np.mean(a[f'{kind}_excess_inf'][i]):.4g}; on fresh L-token prompts "
-                         f"{np.mean(a[f'{kind}_excess_finite'][i]):.4g} "
-                         f"+- {np.mean(a[f'{kind}_excess_finite_se'][i]):.2g}")
+            inf, fin = a[f"{kind}_excess_inf"][i], a[f"{kind}_excess_finite"][i]
+            lines.append(f"{kind:<8} L={int(L):>5}: excess (infinite-prompt operator) median "
+                         f"{np.median(inf):.4g} [seeds {np.min(inf):.3g}..{np.max(inf):.3g}]; "
+                         f"on fresh L-token prompts median {np.median(fin):.4g} "
+                         f"[seeds {np.min(fin):.3g}..{np.max(fin):.3g}, SE per seed "
+                         f"<= {np.max(a[f'{kind}_excess_finite_se'][i]):.2g}]")
+    Ls = np.asarray(a["Ls"])
     fit = finite_prompt_slope(a)
-    lines.append(f"softmax: fitted slope of the infinite-prompt excess against L: "
-                 f"{fit.slope:.2f} +- {fit.stderr:.2f} (R^2 = {fit.r2:.3f})")
+    used = Ls[Ls <= cfg.fit_max_L]
+    lines.append(f"softmax: fitted slope of the median infinite-prompt excess against L over "
+                 f"L = {int(used.min())}..{int(used.max())}: {fit.slope:.2f} +- "
+                 f"{fit.stderr:.2f} (R^2 = {fit.r2:.4f})")
+    if used.size < Ls.size:
+        full = finite_prompt_slope(a, np.inf)
+        lines.append(f"softmax: over every L ({int(Ls.min())}..{int(Ls.max())}) the slope "
+                     f"would be {full.slope:.2f} +- {full.stderr:.2f} (R^2 = {full.r2:.3f}): "
+                     f"the curve flattens beyond L = {int(used.max())}")
     return lines
 
 
@@ -452,7 +548,7 @@ class SweepConfig:
     seed: int = 0
     pi_pos: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9)
     separation: tuple[float, ...] = (0.5, 1.0, 2.0, 3.0)
-    d: tuple[int, ...] = (2,)
+    d: tuple[int, ...] = (2, 5)
     steps: int = 2000
     lr: float = 5e-2
     order: int = 32       # training
@@ -512,14 +608,21 @@ def _sweep_assemble(cfg, points, res):
 
 def _sweep_summary(cfg, a):
     lin, soft = a["linear_excess"], a["softmax_excess"]
-    i = np.unravel_index(lin.argmax(), lin.shape)
-    return [f"grid: d in {[int(x) for x in a['d']]}, pi_pos in {a['pi_pos'].tolist()}, "
-            f"separation in {a['separation'].tolist()}; softmax: Adam on the population risk "
-            f"({cfg.steps} steps); linear: its exact optimum (Newton, no bias path)",
-            f"softmax final excess: median {np.median(soft):.3g}, max {soft.max():.3g}",
-            f"linear excess: max {lin.max():.3g} at pi_pos = {a['pi_pos'][i[2]]}, separation = "
-            f"{a['separation'][i[1]]}; at pi_pos = 0.5 (b* = 0) max "
-            f"{np.max(np.abs(lin[..., np.isclose(a['pi_pos'], 0.5)]), initial=0.0):.2g}"]
+    lines = [f"grid: d in {[int(x) for x in a['d']]}, pi_pos in {a['pi_pos'].tolist()}, "
+             f"separation in {a['separation'].tolist()}; softmax: Adam on the population risk "
+             f"({cfg.steps} steps); linear: its exact optimum (Newton, no bias path)"]
+    half = np.isclose(a["pi_pos"], 0.5)
+    for k, d in enumerate(a["d"]):
+        i = np.unravel_index(soft[k].argmax(), soft[k].shape)
+        j = np.unravel_index(lin[k].argmax(), lin[k].shape)
+        lines.append(
+            f"d = {int(d)}: softmax final excess median {np.median(soft[k]):.3g}, max "
+            f"{soft[k].max():.3g} (pi_pos = {a['pi_pos'][i[1]]:g}, separation = "
+            f"{a['separation'][i[0]]:g}); linear excess max {lin[k].max():.3g} (pi_pos = "
+            f"{a['pi_pos'][j[1]]:g}, separation = {a['separation'][j[0]]:g}), at pi_pos = 0.5 "
+            f"(b* = 0) max |excess| {np.max(np.abs(lin[k][:, half]), initial=0.0):.2g}")
+    lines.append(f"softmax final excess over the whole grid: max {soft.max():.3g}")
+    return lines
 
 
 register(Simulation(
