@@ -25,7 +25,7 @@ from ..mixture import GaussianMixture
 from ..problems import stream_key
 from ._base import Simulation, register
 
-__all__ = ["Fig2Config", "IteratesConfig", "fig2_problem"]
+__all__ = ["Fig2Config", "IteratesConfig", "SweepConfig", "fig2_problem", "PHASE_FLOOR"]
 
 
 fig2_problem = D.figure2_mixture
@@ -153,6 +153,13 @@ register(Simulation(
 ))
 
 
+#: floor of the phase diagram's colour scale: float64 round-off of f - f* (~1e-16 of O(1)
+#: values) squares to ~1e-32, and the cells at round-off (two heads; one head at
+#: gamma = xi) lie at 1e-32..1e-27, while the smallest excess above round-off in the quick
+#: sweep is 6e-10; 1e-12 separates the two without hiding either.
+PHASE_FLOOR = 1e-12
+
+
 @dataclass(frozen=True)
 class SweepConfig:
     """Phase diagram over (xi/gamma, |m1 - m2|/xi) with gamma = 1, d = 2.
@@ -213,6 +220,11 @@ def _sweep_summary(cfg, a):
         f"best single head: max excess {a['single'].max():.3g}; on the gamma = xi row: "
         f"max {a['single'][i1].max():.2e}",
         f"linear attention gap: min {a['linear'].min():.3g}, max {a['linear'].max():.3g}",
+        f"cells below the figure's floor {PHASE_FLOOR:.0e} (round-off): "
+        + ", ".join(f"{k} {int(np.sum(a[k] < PHASE_FLOOR))}/{a[k].size}"
+                    for k in ("single", "two", "linear"))
+        + "; smallest value above it: "
+        + f"{min(a[k][a[k] >= PHASE_FLOOR].min() for k in ('single', 'linear')):.2g}",
     ]
 
 
