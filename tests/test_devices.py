@@ -92,5 +92,5 @@ def test_two_distributed_processes_share_a_sweep(tmp_path):
     assert sum(computed) == len(meta["points"])        # every point once, none twice
     job, _, _ = run_simulation("prompt-convergence", overrides=over,
                                results_dir=tmp_path / "job", progress=False)
-    for k in alone:
-        np.testing.assert_array_equal(job[k], alone[k], err_msg=k)
+    for k in alone:  # two devices per process: round-off, as in the 1-vs-4 test
+        np.testing.assert_allclose(job[k], alone[k], rtol=1e-12, atol=1e-14, err_msg=k)
