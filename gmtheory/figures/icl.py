@@ -61,7 +61,7 @@ def _log_x(ax, ticks):
 def _finish(fig, axes, suptitle, ncol=2):
     """Suptitle, gap-row label, and one legend for the figure below the axes (room kept
     for it), with every labelled artist of every panel once."""
-    axes[1, 0].set_ylabel("sim / theory\n(theory at the simulated sizes)")
+    axes[1, 0].set_ylabel("sim / theory")
     handles, labels = [], []
     for ax in axes.ravel():
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
