@@ -559,9 +559,10 @@ def four_forms_markdown(link: Callable[[str], str] | None = None) -> str:
               "trained model / simulation | figures |",
               "|---|---|---|---|---|---|---|---|"]
     esc = lambda s: s.replace("|", "\\|")
+    math = lambda s: esc(s).replace("[", "\\[").replace("]", "\\]")  # T[mu](z) is no link
     for r in RESULTS:
         lines.append(" | ".join([
-            f"| **{esc(r.label)}**", r.reference, esc(r.statement),
+            f"| **{esc(r.label)}**", r.reference, math(r.statement),
             esc(_cell(r.derivation, deriv)), esc(_cell(r.closed_form, code)),
             esc(_cell(r.estimate, code)), esc(_cell(r.trained, code)),
             ", ".join(code(f) for f in r.figures) or "—"]) + " |")

@@ -21,7 +21,10 @@ __all__ = ["checks_table", "figures_index", "simulations_index", "write_indexes"
 
 
 def _cell(text) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """One table cell: whitespace collapsed, pipes and brackets escaped (``T[mu](z)`` in a
+    claim is mathematics, not a Markdown link)."""
+    text = " ".join(str(text).split())
+    return text.replace("|", "\\|").replace("[", "\\[").replace("]", "\\]")
 
 
 CHECKS_INTRO = (
