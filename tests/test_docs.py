@@ -72,3 +72,16 @@ def test_example_runs(script, monkeypatch, capsys):
         for k in set(CHECKS) - before:  # an example may register a check of its own
             del CHECKS[k]
     assert capsys.readouterr().out.strip()
+
+
+TOPIC_BLOCKS = [(p, i, code) for p in sorted((ROOT / "docs" / "topics").glob("*.md"))
+                for i, code in enumerate(re.findall(r"```python\n(.*?)```", p.read_text(),
+                                                    flags=re.S))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page,index,code", TOPIC_BLOCKS,
+                         ids=[f"{p.stem}-{i}" for p, i, _ in TOPIC_BLOCKS])
+def test_topic_page_snippets_run(page, index, code, capsys):
+    """The documentation's snippets run (slow: ~2 min in all; `pytest -m slow`)."""
+    exec(compile(code, f"{page.name}[{index}]", "exec"), {"__name__": "__docs__"})
