@@ -37,7 +37,8 @@ from ._validation import (
 )
 
 __all__ = ["GMAParams", "init", "responsibilities", "gma_attention", "naive_attention",
-           "log_responsibility_logits", "routes", "bidirectional_contraction", "SIGMA_MIN"]
+           "log_responsibility_logits", "routes", "bidirectional_contraction",
+           "causal_contraction", "uses_fused", "SIGMA_MIN", "FUSED_MIN_N"]
 
 SIGMA_MIN = 1e-2
 
@@ -313,6 +314,135 @@ def _causal_chunked(rq, rk, v, chunk, normalisation, eps):
     return ys.reshape(nc * chunk, dv)[:N]
 
 
+def causal_contraction(rq, rk, v, chunk: int = 128, normalisation: str = "query",
+                       eps: float = 1e-6):
+    """The causal GMA read-out from non-negative features: ``y_t = r_qt^T S_t / (r_qt^T n_t
+    + eps)`` with prefix sums ``S_t = sum_{j<=t} r_kj v_j^T``, ``n_t = sum_{j<=t} r_kj``,
+    as a rematerialised ``lax.scan`` over chunks of ``chunk`` tokens (``"slot"``: the
+    per-slot prefix means).  Any non-negative feature maps work (elu+1 linear attention
+    and FAVOR+ use it too).  Shapes: ``rq, rk`` ``(..., N, K)``, ``v`` ``(..., N, d_v)``
+    -> ``(..., N, d_v)``.
+    """
+    fn = lambda a, b, c: _causal_chunked(a, b, c, int(chunk), normalisation, eps)
+    for _ in range(rq.ndim - 2):
+        fn = jax.vmap(fn)
+    return fn(rq, rk, v)
+
+
+# Forms with the routing fused into the chunked scan (gma.md, issue 14 item 5): the
+# (H, B, N, K) responsibilities are never materialised; each chunk's queries, keys and
+# values are projected and routed inside the scan body (rematerialised for the backward).
+# The unfused form is faster while its working set fits in the cache; past
+# FUSED_MIN_N tokens per sequence the fused form is used (measured in docs/topics/gma.md).
+FUSED_MIN_N = {"causal": 4096, "bidirectional": 8192}
+FUSED_CHUNK = 512  # bidirectional fused form: tokens per scan step
+
+
+def uses_fused(N: int, causal: bool, fused: bool | None = None) -> bool:
+    """Whether :func:`gma_attention` takes the fused form for a sequence of ``N`` tokens
+    (``fused=None``: by :data:`FUSED_MIN_N`)."""
+    if fused is not None:
+        return bool(fused)
+    return int(N) >= FUSED_MIN_N["causal" if causal else "bidirectional"]
+
+
+def _route_chunk(params, xc, mc):
+    """Routing of every head for one chunk ``xc`` ``(B, C, d_model)`` (mask ``mc``
+    ``(B, C)`` or ``None``): ``R_q, R_k`` ``(H, B, C, K)``, ``v`` ``(H, B, C, d_v)``, the
+    same numbers as :func:`routes` restricted to the chunk."""
+    def resp(p, z):
+        logits = log_responsibility_logits(p.mu, p.rho, p.mix_logits, z, p.lowrank)
+        return jax.nn.softmax(logits / jnp.exp(p.log_tau.astype(logits.dtype)), axis=-1)
+
+    rqs, rks, vs = [], [], []
+    for h in range(params.Wq.shape[0]):
+        p = _head(params, h)
+        rq = resp(p, xc @ p.Wq)
+        rk = resp(p, xc @ p.Wk)
+        if mc is not None:
+            rk = rk * mc[..., None].astype(rk.dtype)
+        rqs.append(rq)
+        rks.append(rk)
+        vs.append((xc @ p.Wv).astype(rq.dtype))
+    return jnp.stack(rqs), jnp.stack(rks), jnp.stack(vs)
+
+
+def _chunks(a, chunk):
+    """``(B, N, ...)`` -> ``(n_chunks, B, chunk, ...)``, zero-padded at the end."""
+    B, N = a.shape[:2]
+    nc = -(-N // chunk)
+    pad = [(0, 0), (0, nc * chunk - N)] + [(0, 0)] * (a.ndim - 2)
+    a = jnp.pad(a, pad).reshape((B, nc, chunk) + a.shape[2:])
+    return jnp.moveaxis(a, 1, 0)
+
+
+def _causal_chunk_math(q, k, vv, S, n, normalisation, eps):
+    """One chunk of the causal read-out for one (head, batch) given the carried prefix."""
+    if normalisation == "query":
+        a = (q @ k.T) * jnp.tril(jnp.ones((q.shape[0], q.shape[0]), q.dtype))
+        return (q @ S + a @ vv) / ((q @ n + a.sum(1))[:, None] + eps)
+    S_t = S[None] + jnp.cumsum(k[:, :, None] * vv[:, None, :], axis=0)
+    n_t = n[None] + jnp.cumsum(k, axis=0)
+    return jnp.einsum("ck,ckd->cd", q, S_t / (n_t[..., None] + eps))
+
+
+@partial(jax.jit, static_argnames=("causal", "chunk", "normalisation"))
+def _gma_fused(params, x, mask, causal, chunk, normalisation, eps):
+    B, N, _ = x.shape
+    H, _, d_v = params.Wv.shape
+    K = params.mu.shape[1]
+    acc = jnp.promote_types(x.dtype, jnp.float32)
+    xs = _chunks(x, chunk)
+    # padding to whole chunks adds zero tokens: their keys must not count (bidirectional)
+    real = jnp.ones((B, N), bool) if mask is None else mask
+    ms = _chunks(real, chunk) if (mask is not None or N % chunk) else None
+    Wo = params.Wo.astype(acc)
+
+    def out(y):  # (H, B, C, d_v) -> (B, C, d_model)
+        Hh, Bb, C, dv = y.shape
+        return jnp.transpose(y, (1, 2, 0, 3)).reshape(Bb, C, Hh * dv) @ Wo
+
+    if causal:
+        math = jax.vmap(jax.vmap(lambda q, k, vv, S, n: _causal_chunk_math(
+            q, k, vv, S, n, normalisation, eps)))
+
+        @jax.checkpoint
+        def body(carry, blk):
+            S, n = carry
+            rq, rk, v = _route_chunk(params, blk[0], blk[1])
+            y = math(rq, rk, v, S, n)
+            S = S + jnp.einsum("hbck,hbcd->hbkd", rk, v)
+            return (S, n + rk.sum(2)), out(y)
+
+        init = (jnp.zeros((H, B, K, d_v), acc), jnp.zeros((H, B, K), acc))
+        _, ys = jax.lax.scan(body, init, (xs, ms))
+    else:
+        @jax.checkpoint
+        def accumulate(carry, blk):
+            kv, ks = carry
+            _, rk, v = _route_chunk(params, blk[0], blk[1])
+            return (kv + jnp.einsum("hbck,hbcd->hbkd", rk, v), ks + rk.sum(2)), None
+
+        init = (jnp.zeros((H, B, K, d_v), acc), jnp.zeros((H, B, K), acc))
+        (kv, ks), _ = jax.lax.scan(accumulate, init, (xs, ms))
+        if normalisation == "slot":
+            kv, ks = kv / (ks[..., None] + eps), None
+
+        @jax.checkpoint
+        def read(_, xc):
+            rq, _, _ = _route_chunk(params, xc, None)
+            if ks is None:
+                y = jnp.einsum("hbck,hbkd->hbcd", rq, kv)
+            else:
+                y = jnp.einsum("hbck,hbkd->hbcd", rq, kv) / (
+                    jnp.einsum("hbck,hbk->hbc", rq, ks)[..., None] + eps)
+            return None, out(y)
+
+        _, ys = jax.lax.scan(read, None, xs)
+    y = jnp.moveaxis(ys, 0, 1).reshape(B, -1, ys.shape[-1])[:, :N]
+    return y.astype(x.dtype)
+
+
 @partial(jax.jit, static_argnames=("causal", "chunk", "normalisation"))
 def _gma(params, x, mask, causal, chunk, normalisation, eps):
     rq, rk, v = routes(params, x, mask)  # (H, B, N, K), (H, B, N, d_v)
@@ -327,13 +457,17 @@ def _gma(params, x, mask, causal, chunk, normalisation, eps):
 
 
 def gma_attention(params: GMAParams, x, *, causal: bool = False, chunk: int | None = None,
-                  mask=None, normalisation: str = "query", eps: float = 1e-6):
+                  mask=None, normalisation: str = "query", eps: float = 1e-6,
+                  fused: bool | None = None):
     """Multi-head Gaussian Mixture Attention.
 
     Shapes: ``x`` ``(B, N, d_model)`` or ``(N, d_model)`` -> same; ``mask`` ``(B, N)`` bool
     (True for real tokens; padded keys get zero responsibility).  ``chunk`` is the causal
-    chunk size (default ``min(N, 128)``).  Outputs are cast back to ``x.dtype``;
-    accumulation happens in float32 or wider.
+    chunk size (default ``min(N, 128)``; the fused bidirectional form scans chunks of
+    ``FUSED_CHUNK``).  ``fused``: compute the responsibilities chunk by chunk inside the
+    scan instead of materialising them (``None``: from ``N`` by :func:`uses_fused`; the
+    two forms agree to round-off).  Outputs are cast back to ``x.dtype``; accumulation
+    happens in float32 or wider.
     """
     x = as_float_array(x, "x")
     mask = _as_mask(mask)
@@ -348,7 +482,14 @@ def gma_attention(params: GMAParams, x, *, causal: bool = False, chunk: int | No
         check_positive(eps, "eps", " (it keeps a query whose keys are all masked or unrouted "
                        "at 0 instead of 0/0)")
     c = min(x.shape[1], 128) if chunk is None else check_int(chunk, "chunk", minimum=1)
-    out = _gma(params, x, mask, bool(causal), c, normalisation, eps)
+    if fused is not None and not isinstance(fused, (bool, np.bool_)):
+        raise ValueError(f"fused: expected True, False or None, got {fused!r}.")
+    if uses_fused(x.shape[1], bool(causal), fused):
+        if not causal:
+            c = min(x.shape[1], FUSED_CHUNK) if chunk is None else c
+        out = _gma_fused(params, x, mask, bool(causal), c, normalisation, eps)
+    else:
+        out = _gma(params, x, mask, bool(causal), c, normalisation, eps)
     check_result(out, "gma_attention", "Rescale x, or cast float16 inputs to float32; the "
                  "routing logits or the values overflowed.")
     return out[0] if squeeze else out

@@ -232,3 +232,48 @@ def test_bench_resumes_from_partial_file(tmp_path, monkeypatch):
         bench.bench_gma(quick=True, repeats=1, Ns=(512,), methods=methods, partial=part)
     saved = json.loads(part.read_text())
     assert [r["method"] for r in saved["rows"]] == ["gma-causal"] and saved["repeats"] == 1
+
+
+FUSED_CASES = [(4, 2, False, "query", 37, 8, True), (4, 2, True, "query", 37, 8, True),
+               (1, 0, True, "slot", 300, 64, False), (64, 0, False, "slot", 37, 8, False),
+               (4, 0, True, "query", 5, 128, False), (16, 0, False, "query", 300, 64, False)]
+
+
+@pytest.mark.parametrize("K,lowrank,causal,norm,N,chunk,grad", FUSED_CASES)
+def test_fused_routing_matches_materialised_float64(K, lowrank, causal, norm, N, chunk, grad):
+    """Routing fused into the chunked scan (issue 14 item 5) = the materialised form
+    (padding masks, N not a multiple of the chunk, both normalisations, gradients)."""
+    p = _params(K, lowrank)
+    x = jax.random.normal(jax.random.key(1), (3, N, 12))
+    mask = jnp.arange(N)[None] < jnp.array([N, max(1, N - 7), 2])[:, None]
+    m = None if N == 300 else mask
+    a = gma.gma_attention(p, x, causal=causal, chunk=chunk, mask=m, normalisation=norm,
+                          fused=True)
+    b = gma.gma_attention(p, x, causal=causal, chunk=chunk, mask=m, normalisation=norm,
+                          fused=False)
+    np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12)
+    if grad:
+        f = lambda p, fz: jnp.sum(gma.gma_attention(p, x, causal=causal, chunk=chunk, mask=m,
+                                                    normalisation=norm, fused=fz) ** 2)
+        ga, gb = jax.grad(f)(p, True), jax.grad(f)(p, False)
+        for u, w in zip(jax.tree.leaves(ga), jax.tree.leaves(gb), strict=True):
+            np.testing.assert_allclose(u, w, rtol=1e-10, atol=1e-11)
+
+
+def test_fused_form_chosen_by_length():
+    assert not gma.uses_fused(1024, True) and gma.uses_fused(gma.FUSED_MIN_N["causal"], True)
+    assert gma.uses_fused(10, False, fused=True) and not gma.uses_fused(10**6, True, False)
+    with pytest.raises(ValueError, match="fused"):
+        gma.gma_attention(_params(4), jnp.ones((4, 12)), fused="yes")
+
+
+def test_causal_contraction_matches_prefix_sums():
+    rq = jax.random.uniform(jax.random.key(0), (2, 29, 5))
+    rk = jax.random.uniform(jax.random.key(1), (2, 29, 5))
+    v = jax.random.normal(jax.random.key(2), (2, 29, 3))
+    y = gma.causal_contraction(rq, rk, v, chunk=8)
+    S = jnp.cumsum(rk[..., :, None] * v[..., None, :], axis=-3)
+    n = jnp.cumsum(rk, axis=-2)
+    ref = jnp.einsum("bnk,bnkd->bnd", rq, S) / (jnp.einsum("bnk,bnk->bn", rq, n)[..., None]
+                                               + 1e-6)
+    np.testing.assert_allclose(y, ref, rtol=1e-11, atol=1e-12)

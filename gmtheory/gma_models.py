@@ -1,0 +1,340 @@
+"""A small sequence-model family whose mixer is chosen by a config field (issue 14).
+
+Embedding (tokens or continuous vectors, optional learned positions) -> ``depth`` blocks
+``x + mixer(LN(x))``, ``x + MLP(LN(x))`` -> final LayerNorm -> linear head (logits at
+every position; the task's loss pools or picks positions).  Mixers:
+
+* ``"softmax"`` — multi-head ``jax.nn.dot_product_attention`` (XLA, materialised scores);
+* ``"linear"`` — elu+1 kernel attention (Katharopoulos et al.);
+* ``"performer"`` — FAVOR+ positive orthogonal random features (Choromanski et al.),
+  ``features`` per head, drawn once at initialisation and not trained;
+* ``"gma"`` — :func:`gmtheory.gma.gma_attention` (K Gaussian components per head).
+
+Every mixer runs causally (``causal=True``: prefix sums in a chunked scan for the kernel
+mixers, a causal mask for softmax) or bidirectionally, and takes a padding mask.
+
+Why Equinox: a model *is* a pytree of arrays (an ``eqx.Module`` with its configuration in
+static fields), so it goes straight into :func:`gmtheory.training.train` as ``params`` —
+optax, ``lax.scan`` blocks, ``vmap`` over seeds, checkpoints and sharding all see plain
+arrays, with no ``split``/``merge`` of a separate state as Flax NNX needs, and without
+the hand-written init/apply plumbing of a nested dict.  Frozen arrays (FAVOR+'s random
+projection) are excluded from the optimiser by :func:`decay_mask` / :func:`trainable_mask`.
+
+Equal parameter counts: :func:`matched_configs` shrinks each mixer's MLP width so that
+every model has (within one MLP unit per block) the parameter count of the softmax model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import gma
+
+__all__ = ["ModelConfig", "Model", "MIXERS", "build", "param_count", "matched_configs",
+           "decay_mask", "trainable_mask", "make_optimizer", "favor_features", "favor_map",
+           "mixer_outputs"]
+
+MIXERS = ("softmax", "linear", "performer", "gma")
+EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of a model.  ``vocab > 0``: token inputs; else ``d_in`` continuous inputs."""
+
+    mixer: str = "gma"
+    causal: bool = False
+    d_model: int = 32
+    depth: int = 2
+    heads: int = 4
+    mlp_hidden: int = 128
+    n_out: int = 10
+    vocab: int = 0
+    d_in: int = 0
+    max_len: int = 0          # learned positions for max_len tokens (0: none)
+    K: int = 16               # GMA components per head
+    features: int = 32        # FAVOR+ random features per head
+    chunk: int = 64           # causal chunk of the kernel mixers
+    tau0: float = 1.0         # GMA temperature tau0 * sqrt(d_r)
+
+    def __post_init__(self):
+        if self.mixer not in MIXERS:
+            raise ValueError(f"mixer: must be one of {MIXERS}, got {self.mixer!r}.")
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model: must be a multiple of heads={self.heads}, got "
+                             f"{self.d_model}.")
+        if (self.vocab > 0) == (self.d_in > 0):
+            raise ValueError("vocab, d_in: give exactly one of them (tokens or vectors).")
+        for name in ("d_model", "depth", "heads", "mlp_hidden", "n_out", "K", "features",
+                     "chunk"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name}: must be a positive integer, got "
+                                 f"{getattr(self, name)}.")
+
+
+def _normal(key, shape, scale, dtype):
+    return scale * jax.random.normal(key, shape, dtype)
+
+
+def favor_features(key, heads: int, m: int, dh: int, dtype=jnp.float32):
+    """FAVOR+ orthogonal random projections ``(heads, m, dh)``: blocks of ``dh``
+    orthonormal rows scaled by chi(dh)-distributed norms (Choromanski et al. 2021)."""
+    def one(k):
+        blocks = []
+        n_blocks = -(-m // dh)
+        for i in range(n_blocks):
+            g = jax.random.normal(jax.random.fold_in(k, i), (dh, dh), dtype)
+            q, r = jnp.linalg.qr(g)
+            # signs of R's diagonal: without them LAPACK's Householder Q is not Haar
+            # (its columns lean to one side) and the kernel estimate is biased
+            blocks.append((q * jnp.sign(jnp.diag(r))[None]).T)
+        w = jnp.concatenate(blocks)[:m]
+        norms = jnp.linalg.norm(jax.random.normal(jax.random.fold_in(k, 10_000), (m, dh), dtype),
+                                axis=1)
+        return w * norms[:, None]
+    return jnp.stack([one(jax.random.fold_in(key, h)) for h in range(heads)])
+
+
+class Mixer(eqx.Module):
+    """Multi-head token mixer: ``(B, N, d) -> (B, N, d)``."""
+
+    kind: str = eqx.field(static=True)
+    causal: bool = eqx.field(static=True)
+    heads: int = eqx.field(static=True)
+    chunk: int = eqx.field(static=True)
+    Wqkv: jax.Array | None
+    Wo: jax.Array | None
+    omega: jax.Array | None       # FAVOR+ projections (frozen)
+    gma: gma.GMAParams | None
+
+    def __init__(self, cfg: ModelConfig, key, dtype=jnp.float32):
+        d, H = cfg.d_model, cfg.heads
+        self.kind, self.causal, self.heads, self.chunk = cfg.mixer, cfg.causal, H, cfg.chunk
+        k1, k2, k3 = jax.random.split(key, 3)
+        if cfg.mixer == "gma":
+            self.Wqkv = self.Wo = self.omega = None
+            self.gma = gma.init(k1, d, heads=H, K=cfg.K, tau0=cfg.tau0, dtype=dtype)
+            return
+        self.gma = None
+        self.Wqkv = _normal(k1, (d, 3 * d), 1 / math.sqrt(d), dtype)
+        self.Wo = _normal(k2, (d, d), 1 / math.sqrt(d), dtype)
+        self.omega = (favor_features(k3, H, cfg.features, d // H, dtype)
+                      if cfg.mixer == "performer" else None)
+
+    def __call__(self, x, mask=None):
+        if self.kind == "gma":
+            return gma.gma_attention(self.gma, x, causal=self.causal,
+                                     chunk=min(self.chunk, x.shape[1]), mask=mask)
+        B, N, d = x.shape
+        H = self.heads
+        dh = d // H
+        q, k, v = jnp.split(x @ self.Wqkv, 3, axis=-1)
+        q, k, v = (a.reshape(B, N, H, dh) for a in (q, k, v))
+        if self.kind == "softmax":
+            m = None if mask is None else mask[:, None, None, :]
+            y = jax.nn.dot_product_attention(q, k, v, mask=m, is_causal=self.causal)
+            return y.reshape(B, N, d) @ self.Wo
+        q, k, v = (jnp.moveaxis(a, 2, 0) for a in (q, k, v))  # (H, B, N, dh)
+        if self.kind == "linear":
+            fq, fk = jax.nn.elu(q) + 1.0, jax.nn.elu(k) + 1.0
+        else:
+            fq, fk = favor_map(q, k, jax.lax.stop_gradient(self.omega))
+        if mask is not None:
+            fk = fk * mask[None, :, :, None].astype(fk.dtype)
+        if self.causal:
+            y = gma.causal_contraction(fq, fk, v, min(self.chunk, N), "query", EPS)
+        else:
+            y = gma.bidirectional_contraction(fq, fk, v, "query", EPS)
+        return jnp.moveaxis(y, 0, 2).reshape(B, N, d) @ self.Wo
+
+
+def favor_map(q, k, omega):
+    """Positive random features ``exp(w^T x - |x|^2 / 2) / sqrt(m)`` of ``x = q / dh^{1/4}``.
+
+    The query features subtract their per-token maximum (a factor that cancels in the
+    query-normalised ratio).  The key features need no shift:
+    ``w^T x - |x|^2 / 2 <= |w|^2 / 2`` for every ``x`` (equality at ``x = w``), so they are
+    bounded by ``exp(max |w|^2 / 2)`` whatever the keys, and no key's feature depends on
+    another key (causality holds exactly).
+    """
+    dh = q.shape[-1]
+    m = omega.shape[1]
+    s = dh ** -0.25
+    q, k = q * s, k * s
+    pq = jnp.einsum("hbnd,hmd->hbnm", q, omega) - 0.5 * jnp.sum(q * q, -1, keepdims=True)
+    pk = jnp.einsum("hbnd,hmd->hbnm", k, omega) - 0.5 * jnp.sum(k * k, -1, keepdims=True)
+    pq = pq - jax.lax.stop_gradient(jnp.max(pq, -1, keepdims=True))
+    return jnp.exp(pq) / math.sqrt(m), jnp.exp(pk) / math.sqrt(m)
+
+
+class MLP(eqx.Module):
+    W1: jax.Array
+    b1: jax.Array
+    W2: jax.Array
+    b2: jax.Array
+
+    def __init__(self, d, h, key, dtype=jnp.float32):
+        k1, k2 = jax.random.split(key)
+        self.W1 = _normal(k1, (d, h), 1 / math.sqrt(d), dtype)
+        self.b1 = jnp.zeros((h,), dtype)
+        self.W2 = _normal(k2, (h, d), 1 / math.sqrt(h), dtype)
+        self.b2 = jnp.zeros((d,), dtype)
+
+    def __call__(self, x):
+        return jax.nn.gelu(x @ self.W1 + self.b1) @ self.W2 + self.b2
+
+
+class LayerNorm(eqx.Module):
+    gamma: jax.Array
+    beta: jax.Array
+
+    def __init__(self, d, dtype=jnp.float32):
+        self.gamma = jnp.ones((d,), dtype)
+        self.beta = jnp.zeros((d,), dtype)
+
+    def __call__(self, x):
+        mu = jnp.mean(x, -1, keepdims=True)
+        var = jnp.mean((x - mu) ** 2, -1, keepdims=True)
+        return (x - mu) * jax.lax.rsqrt(var + 1e-5) * self.gamma + self.beta
+
+
+class Block(eqx.Module):
+    ln1: LayerNorm
+    mixer: Mixer
+    ln2: LayerNorm
+    mlp: MLP
+
+    def __init__(self, cfg, key, dtype=jnp.float32):
+        k1, k2 = jax.random.split(key)
+        self.ln1, self.ln2 = LayerNorm(cfg.d_model, dtype), LayerNorm(cfg.d_model, dtype)
+        self.mixer = Mixer(cfg, k1, dtype)
+        self.mlp = MLP(cfg.d_model, cfg.mlp_hidden, k2, dtype)
+
+    def __call__(self, x, mask=None):
+        x = x + self.mixer(self.ln1(x), mask)
+        return x + self.mlp(self.ln2(x))
+
+
+class Model(eqx.Module):
+    """The model: ``model(inputs, mask=None) -> logits (B, N, n_out)``.
+
+    ``inputs``: int tokens ``(B, N)`` (``cfg.vocab > 0``) or vectors ``(B, N, d_in)``.
+    """
+
+    cfg: ModelConfig = eqx.field(static=True)
+    embed: jax.Array
+    pos: jax.Array | None
+    blocks: tuple
+    ln_f: LayerNorm
+    head: jax.Array
+    head_b: jax.Array
+
+    def __init__(self, cfg: ModelConfig, key, dtype=jnp.float32):
+        self.cfg = cfg
+        ks = jax.random.split(key, cfg.depth + 3)
+        d = cfg.d_model
+        if cfg.vocab > 0:
+            self.embed = _normal(ks[0], (cfg.vocab, d), 1.0, dtype)
+        else:
+            self.embed = _normal(ks[0], (cfg.d_in, d), 1 / math.sqrt(cfg.d_in), dtype)
+        self.pos = _normal(ks[1], (cfg.max_len, d), 0.1, dtype) if cfg.max_len else None
+        self.blocks = tuple(Block(cfg, ks[3 + i], dtype) for i in range(cfg.depth))
+        self.ln_f = LayerNorm(d, dtype)
+        self.head = _normal(ks[2], (d, cfg.n_out), 1 / math.sqrt(d), dtype)
+        self.head_b = jnp.zeros((cfg.n_out,), dtype)
+
+    def embed_inputs(self, inputs):
+        if self.cfg.vocab > 0:
+            x = self.embed[inputs]
+        else:
+            x = inputs.astype(self.embed.dtype) @ self.embed
+        if self.pos is not None:
+            x = x + self.pos[: x.shape[1]]
+        return x
+
+    def __call__(self, inputs, mask=None):
+        x = self.embed_inputs(inputs)
+        for b in self.blocks:
+            x = b(x, mask)
+        return self.ln_f(x) @ self.head + self.head_b
+
+
+def build(cfg: ModelConfig, key, dtype=jnp.float32) -> Model:
+    """A model of configuration ``cfg`` (float32 by default, also under ``enable_x64``)."""
+    return Model(cfg, key, dtype)
+
+
+def param_count(cfg: ModelConfig) -> int:
+    """Trainable parameters (FAVOR+'s frozen projections excluded)."""
+    shapes = jax.eval_shape(lambda k: Model(cfg, k), jax.random.key(0))
+    mask = trainable_mask(shapes)
+    return int(sum(np.prod(a.shape) for a, t in zip(jax.tree.leaves(shapes),
+                                                     jax.tree.leaves(mask), strict=True) if t))
+
+
+def matched_configs(base: ModelConfig, mixers=MIXERS) -> dict[str, ModelConfig]:
+    """One config per mixer, each with the MLP width that brings its parameter count to
+    that of the softmax model of ``base`` (within ``depth * (2 d + 1)`` parameters)."""
+    ref = param_count(dataclasses.replace(base, mixer="softmax"))
+    out = {}
+    for m in mixers:
+        cfg = dataclasses.replace(base, mixer=m)
+        delta = param_count(cfg) - ref
+        h = base.mlp_hidden - int(round(delta / (base.depth * (2 * base.d_model + 1))))
+        out[m] = dataclasses.replace(cfg, mlp_hidden=max(1, h))
+    return out
+
+
+def _is_frozen_path(path) -> bool:
+    return any(getattr(p, "name", None) == "omega" for p in path)
+
+
+def trainable_mask(model):
+    """A pytree of bools: False for frozen arrays (FAVOR+ projections)."""
+    return jax.tree_util.tree_map_with_path(lambda path, a: not _is_frozen_path(path), model)
+
+
+def decay_mask(model):
+    """Weight decay on trainable weight matrices only: not on biases, LayerNorm gains,
+    GMA's mixture parameters (means, scales, weights, temperature) or frozen arrays."""
+    def rule(path, a):
+        names = [getattr(p, "name", None) for p in path]
+        if "omega" in names or "gma" in names and not any(n in ("Wq", "Wk", "Wv", "Wo")
+                                                            for n in names):
+            return False
+        return jnp.ndim(a) >= 2 and "pos" not in names
+    return jax.tree_util.tree_map_with_path(rule, model)
+
+
+def make_optimizer(lr: float, steps: int, *, warmup: int | None = None,
+                   weight_decay: float = 0.01, clip: float = 1.0):
+    """AdamW with a linear warm-up then cosine decay, global-norm gradient clipping, and
+    frozen arrays held fixed (their update is zeroed)."""
+    import optax
+
+    warmup = max(1, steps // 20) if warmup is None else int(warmup)
+    sched = optax.warmup_cosine_decay_schedule(0.0, lr, warmup, steps, end_value=lr * 0.01)
+    return optax.chain(
+        optax.clip_by_global_norm(clip),
+        optax.adamw(sched, weight_decay=weight_decay, mask=decay_mask),
+        optax.masked(optax.set_to_zero(), lambda p: jax.tree.map(lambda t: not t,
+                                                                   trainable_mask(p))),
+    )
+
+
+def mixer_outputs(model: Model, inputs, mask=None):
+    """The residual stream entering each block: a list of ``(B, N, d)`` arrays (the
+    first block's mixer reads ``blocks[0].ln1`` of the first one)."""
+    x = model.embed_inputs(inputs)
+    outs = []
+    for b in model.blocks:
+        outs.append(x)
+        x = b(x, mask)
+    return outs

@@ -1,0 +1,130 @@
+"""The model family of gmtheory.gma_models: mixers, masks, causality, parameter matching."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from gmtheory import gma, gma_models
+from gmtheory.training import train
+
+BASE = gma_models.ModelConfig(mixer="softmax", causal=True, d_model=16, depth=2, heads=2,
+                              mlp_hidden=32, n_out=7, vocab=11, max_len=24, K=4, features=16,
+                              chunk=8)
+
+
+@pytest.mark.parametrize("mixer", gma_models.MIXERS)
+def test_causal_models_do_not_look_ahead(mixer):
+    cfg = dataclasses.replace(BASE, mixer=mixer)
+    m = gma_models.build(cfg, jax.random.key(0), jnp.float64)
+    x = jax.random.randint(jax.random.key(1), (3, 24), 0, 11)
+    y = m(x)
+    assert y.shape == (3, 24, 7) and y.dtype == jnp.float64
+    for t in (5, 17, 23):
+        x2 = x.at[:, t:].set((x[:, t:] + 3) % 11)
+        y2 = m(x2)
+        np.testing.assert_allclose(y2[:, :t], y[:, :t], rtol=1e-12, atol=1e-12)
+        assert float(jnp.max(jnp.abs(y2[:, t] - y[:, t]))) > 1e-6
+
+
+@pytest.mark.parametrize("mixer", gma_models.MIXERS)
+def test_padding_is_ignored_bidirectionally(mixer):
+    cfg = dataclasses.replace(BASE, mixer=mixer, causal=False)
+    m = gma_models.build(cfg, jax.random.key(2), jnp.float64)
+    x = jax.random.randint(jax.random.key(3), (2, 24), 1, 11)
+    mask = jnp.arange(24)[None] < jnp.array([24, 15])[:, None]
+    y = m(x, mask)
+    x2 = jnp.where(mask, x, (x + 5) % 11)
+    np.testing.assert_allclose(m(x2, mask)[1, :15], y[1, :15], rtol=1e-12, atol=1e-12)
+    # and every real token sees the others: changing token 0 changes the last real output
+    x3 = x.at[:, 0].set((x[:, 0] + 1) % 11)
+    assert float(jnp.max(jnp.abs(m(x3, mask)[1, 14] - y[1, 14]))) > 1e-6
+
+
+def test_kernel_mixers_match_their_quadratic_forms():
+    cfg = dataclasses.replace(BASE, mixer="linear", causal=True, d_model=8, heads=2)
+    mix = gma_models.Mixer(cfg, jax.random.key(4), jnp.float64)
+    x = jax.random.normal(jax.random.key(5), (2, 19, 8), jnp.float64)
+    q, k, v = jnp.split(x @ mix.Wqkv, 3, axis=-1)
+    q, k, v = (a.reshape(2, 19, 2, 4) for a in (q, k, v))
+    fq, fk = jax.nn.elu(q) + 1, jax.nn.elu(k) + 1
+    A = jnp.einsum("bnhd,bmhd->bhnm", fq, fk) * jnp.tril(jnp.ones((19, 19)))
+    y = jnp.einsum("bhnm,bmhd->bnhd", A, v) / (A.sum(-1).transpose(0, 2, 1)[..., None] + 1e-6)
+    np.testing.assert_allclose(mix(x), y.reshape(2, 19, 8) @ mix.Wo, rtol=1e-11, atol=1e-12)
+    g = dataclasses.replace(cfg, mixer="gma")
+    gm = gma_models.Mixer(g, jax.random.key(6), jnp.float64)
+    np.testing.assert_allclose(gm(x), gma.naive_attention(gm.gma, x, causal=True),
+                               rtol=1e-11, atol=1e-12)
+
+
+def test_favor_features_estimate_the_softmax_kernel():
+    """FAVOR+ is unbiased: phi(x) = exp(w.x - |x|^2/2)/sqrt(m) gives E[phi(q).phi(k)] =
+    exp(q.k) (here x = q / dh^{1/4}).  With m = 4096 orthogonal features each pair is
+    within 5 standard errors, the i.i.d. variance exp(2 q.k)(exp(|q+k|^2) - 1)/m being an
+    upper bound for orthogonal features; _favor's features are these up to a per-query
+    factor (its stabilising shift)."""
+    dh, m = 4, 4096
+    omega = gma_models.favor_features(jax.random.key(7), 1, m, dh, jnp.float64)
+    q = 0.5 * jax.random.normal(jax.random.key(8), (1, 1, 20, dh), jnp.float64)
+    k = 0.5 * jax.random.normal(jax.random.key(9), (1, 1, 20, dh), jnp.float64)
+    s = dh ** -0.25
+    phi = lambda x: jnp.exp(x @ omega[0].T - 0.5 * jnp.sum(x * x, -1, keepdims=True)) / m**0.5
+    qs, ks = q[0, 0] * s, k[0, 0] * s
+    est = phi(qs) @ phi(ks).T
+    exact = jnp.exp(qs @ ks.T)
+    plus = jnp.sum((qs[:, None] + ks[None]) ** 2, -1)
+    sd = jnp.sqrt(jnp.exp(2 * qs @ ks.T) * (jnp.exp(plus) - 1) / m)
+    assert float(jnp.max(jnp.abs(est - exact) / sd)) < 5.0
+
+
+    fq, fk = gma_models.favor_map(q, k, omega)
+    np.testing.assert_allclose(fk[0, 0], phi(ks), rtol=1e-12)
+    c = fq[0, 0] / phi(qs)
+    np.testing.assert_allclose(c, c[:, :1] * jnp.ones_like(c), rtol=1e-10)
+
+
+def test_matched_parameter_counts():
+    cfgs = gma_models.matched_configs(BASE)
+    counts = {m: gma_models.param_count(c) for m, c in cfgs.items()}
+    ref = counts["softmax"]
+    for m, n in counts.items():
+        assert abs(n - ref) <= BASE.depth * (2 * BASE.d_model + 1), (m, n, ref)
+    assert cfgs["gma"].mlp_hidden < BASE.mlp_hidden  # GMA's mixture parameters cost MLP
+
+
+def test_frozen_and_decayed_parameters():
+    cfg = dataclasses.replace(BASE, mixer="performer")
+    keys = jax.random.split(jax.random.key(10), 2)
+    p0 = jax.vmap(lambda k: gma_models.build(cfg, k))(keys)
+    x = jax.random.randint(jax.random.key(11), (4, 24), 0, 11)
+
+    def loss(p, d, k):
+        lg = p(d)
+        return optax.softmax_cross_entropy_with_integer_labels(lg[:, :-1], d[:, 1:] % 7).mean()
+
+    res = train(loss, p0, gma_models.make_optimizer(1e-2, 20), steps=20, key=keys, data=x,
+                batched=True, progress=False, checkpoint=False, record_every=5)
+    assert np.all(res.loss[-1] < res.loss[0])
+    np.testing.assert_array_equal(res.params.blocks[0].mixer.omega, p0.blocks[0].mixer.omega)
+    assert not np.allclose(res.params.blocks[0].mixer.Wqkv, p0.blocks[0].mixer.Wqkv)
+    g = gma_models.build(dataclasses.replace(BASE, mixer="gma"), jax.random.key(0))
+    dm = gma_models.decay_mask(g)
+    assert dm.blocks[0].mixer.gma.Wq and not dm.blocks[0].mixer.gma.mu
+    assert not dm.blocks[0].mixer.gma.log_tau and dm.blocks[0].mlp.W1
+    assert not dm.blocks[0].mlp.b1 and not dm.blocks[0].ln1.gamma
+
+
+def test_continuous_inputs_and_config_errors():
+    cfg = gma_models.ModelConfig(mixer="gma", causal=False, d_model=8, heads=2, depth=1,
+                                 mlp_hidden=8, n_out=3, d_in=6, K=3)
+    m = gma_models.build(cfg, jax.random.key(0))
+    assert m(jnp.ones((2, 5, 6))).shape == (2, 5, 3)
+    with pytest.raises(ValueError, match="mixer"):
+        gma_models.ModelConfig(mixer="mamba", vocab=3)
+    with pytest.raises(ValueError, match="vocab, d_in"):
+        gma_models.ModelConfig(vocab=3, d_in=2)
+    with pytest.raises(ValueError, match="d_model"):
+        gma_models.ModelConfig(vocab=3, d_model=10, heads=4)
