@@ -30,6 +30,7 @@ REFERENCES = {
     "SGM": "softmax-gaussian-mixtures.md",
     "ICL": "linear-attention-icl.md",
     "R2S": "relu-to-softmax.md",
+    "GMA": "gma.md",
 }
 
 FORMS = ("derivation", "closed_form", "estimate", "trained")
@@ -454,11 +455,23 @@ RESULTS: tuple[Result, ...] = (
            _f("approx.reciprocal-newton"),
            _f("approx-rates", note="measured construction; nothing trained"),
            ("approx-rates",)),
+    # ------------------------------------------------------------------ GMA layer
+    Result("gma-prompt-limit", "GMA", "GMA's infinite-prompt limit",
+           "On L i.i.d. tokens from μ, the GMA head's output tends to "
+           "r(q)ᵀ E[r(x) vᵀ] / r(q)ᵀ E[r(x)] at the L^-1/2 rate (delta method).",
+           _no("the law of large numbers for a ratio of two sample means; no new algebra"),
+           _f("gmtheory.gma_analysis.prompt_limit", "gmtheory.gma_analysis.limit_moments",
+              "gmtheory.gma_analysis.limit_variance"),
+           _f("gma.01-infinite-prompt-limit"),
+           _no("the check runs the layer itself on sampled prompts; nothing is trained "
+               "for this statement"),
+           ()),
 )
 
 NOT_LISTED = (
-    "`gma.md` (Gaussian Mixture Attention) is a layer this project defines; it has no "
-    "numbered results (tests: `tests/test_gma.py`; benchmark: `gmtheory bench gma`).",
+    "`gma.md` (Gaussian Mixture Attention) is a layer this project defines; its only "
+    "numbered-style statement here is the infinite-prompt limit above (layer tests: "
+    "`tests/test_gma.py`; benchmark: `gmtheory bench gma`).",
     "SGM §8 (clean-context denoising, Smart et al.) is an external comparison, run by the "
     "`clean-context` simulation.",
 )

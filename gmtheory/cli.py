@@ -19,7 +19,7 @@ EPILOG = """examples:
   gmtheory run lda-sweep --set pi_pos=0.5,0.7,0.9,separation=1,2,d=2,5
   gmtheory reproduce                   all checks + all figures + a Markdown report
   gmtheory derive                      sympy derivations into derivations/ (one page each)
-  gmtheory bench operator             (also: gma, gma-profile, lda, icl)
+  gmtheory bench operator             (also: gma, gma-profile, lda, icl, denoise)
 """
 
 
@@ -247,9 +247,17 @@ def cmd_derive(args) -> int:
     return 0 if not bad and not issues else 1
 
 
-def cmd_bench(args) -> int:
+def _benches() -> dict:
+    """The library's benchmarks plus ``denoise``, which trains the clean-context simulation's
+    model and so lives beside it (the library does not import simulations)."""
     from .bench import BENCHES
+    from .simulations.clean_context import bench_denoise, format_denoise
 
+    return {**BENCHES, "denoise": (bench_denoise, format_denoise)}
+
+
+def cmd_bench(args) -> int:
+    BENCHES = _benches()
     if args.name not in BENCHES:
         raise ValueError(f"bench: unknown name {args.name!r}; choose from {sorted(BENCHES)}.")
     fn, fmt = BENCHES[args.name]
@@ -265,6 +273,20 @@ def cmd_bench(args) -> int:
                              f"got {args.sizes!r}.") from None
         if min(kw["Ns"]) < 1:
             raise ValueError(f"--sizes: sequence lengths must be positive, got {args.sizes!r}.")
+    if args.peer is not None:
+        if args.name != "icl":
+            raise ValueError(f"--peer: only the icl benchmark runs a peer; drop it for "
+                             f"{args.name!r}.")
+        kw["peer"] = args.peer
+    if args.dims is not None:
+        if args.name != "icl":
+            raise ValueError(f"--dims: only the icl benchmark takes dimensions; drop it for "
+                             f"{args.name!r}.")
+        try:
+            kw["dims"] = tuple(int(v) for v in args.dims.split(","))
+        except ValueError:
+            raise ValueError(f"--dims: expected comma-separated integers such as 10,32, got "
+                             f"{args.dims!r}.") from None
     if args.name == "gma" and args.json:
         kw["partial"] = args.json + ".partial"  # an interrupted run resumes from here
     res = fn(quick=args.quick, progress=not args.no_progress, **kw)
@@ -347,15 +369,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("bench", help="throughput benchmarks against same-process baselines")
     sp.add_argument("name", metavar="NAME",
-                    help="benchmark: operator, gma, gma-profile, lda or icl")
+                    help="benchmark: operator, gma, gma-profile, lda, icl or denoise")
     sp.add_argument("--quick", action="store_true", help="smaller sizes")
     sp.add_argument("--repeats", type=int, default=None,
                     help="timed repeats, median reported (default: 5 for operator, 10 for gma "
-                         "and gma-profile, 3 for lda, 1 for icl)")
+                         "and gma-profile, 3 for lda, 1 for icl; denoise has none: it "
+                         "reports times to targets)")
     sp.add_argument("--json", metavar="PATH",
                     help="also write results as JSON (gma: finished cases go to PATH.partial "
                          "as they finish, and an interrupted run resumes from there)")
     sp.add_argument("--figure", metavar="PATH", help="gma: also draw time/memory vs N (PNG)")
+    sp.add_argument("--peer", metavar="DIR",
+                    help="icl: also run the authors' quick figure from a temporary copy of "
+                         "DIR (their code folder) and print the same-machine ratio")
+    sp.add_argument("--dims", metavar="D,D,...",
+                    help="icl: dimensions (default 10,32,64; 10,32 with --peer; 10 with "
+                         "--quick)")
     sp.add_argument("--sizes", metavar="N,N,...",
                     help="gma: sequence lengths instead of 2^9..2^16 (e.g. 8192,16384)")
     common(sp)

@@ -25,7 +25,7 @@ from .stats import mean_se
 __all__ = ["M_kappa", "dM_kappa", "e_icl_ridgeless", "e_idg_ridgeless", "g_task_ridgeless",
            "e_icl_ridge", "ridge_epsilon", "test_error", "test_error_nonlinear", "sample_pool",
            "sample_statistics", "pretrain", "PretrainResult", "dmmse_error", "limit_large",
-           "ridge_solve", "ridge_cg"]
+           "ridge_solve", "ridge_cg", "dmmse_errors"]
 
 
 def _check_pos(**kw):
@@ -307,38 +307,69 @@ def dmmse_error(key, pool, ell: int, rho: float, draws: int = 1000, test: str = 
     the pool) on ``draws`` test prompts; ``test="icl"``: fresh ``w ~ N(0, I)``,
     ``"idg"``: ``w`` from the pool.  Only the first ``k`` rows of ``pool`` are tasks (the
     rest is padding that shares one compilation across pool sizes).
-    Returns ``(mean, standard error)``."""
+    Returns ``(mean, standard error)``; :func:`dmmse_errors` gives both tests at once."""
     if test not in ("icl", "idg"):
         raise ValueError(f"test: must be 'icl' or 'idg', got {test!r}.")
+    return dmmse_errors(key, pool, ell, rho, draws, k)[test]
+
+
+def dmmse_errors(key, pool, ell: int, rho: float, draws: int = 1000, k=None) -> dict:
+    """:func:`dmmse_error` for both tests from one compiled program:
+    ``{"icl": (mean, se), "idg": (mean, se)}``, ``draws`` prompts each."""
     k = pool.shape[0] if k is None else int(k)
-    m, se = mean_se(np.asarray(_dmmse(key, pool, k, ell, rho, draws, test)))
-    return float(m), float(se)
+    out = _dmmse(key, pool, k, ell, rho, draws)
+    return {t: tuple(float(v) for v in mean_se(np.asarray(e)))
+            for t, e in zip(("icl", "idg"), out, strict=True)}
 
 
-@partial(jax.jit, static_argnames=("ell", "draws", "test"))
-def _dmmse(key, pool, k, ell, rho, draws, test):
+DMMSE_CHUNK = 64   # pool rows per step of the dMMSE's online softmax
+
+
+@partial(jax.jit, static_argnames=("ell", "draws"))
+def _dmmse(key, pool, k, ell, rho, draws):
+    """Squared errors of dMMSE on ``draws`` ICL and ``draws`` IDG test prompts.
+
+    The posterior over the pool depends on a prompt only through ``X^T X`` and
+    ``X^T y``, which are drawn exactly: ``X^T X = F F^T / d`` with ``F`` the Bartlett
+    factor of a ``Wishart_d(l, I)`` matrix (``l >= d``: lower triangular, diagonal
+    ``sqrt(chi2_{l-i})``, standard normal below) or ``F = G^T`` for ``G ~ N(0, 1)^{l x d}``
+    (``l < d``), and ``X^T y = X^T X w + sqrt(rho / d) F z``, ``z ~ N(0, I)``.  The softmax
+    over the ``k`` real tasks runs online over chunks of ``DMMSE_CHUNK`` pool rows (a
+    loop of ``ceil(k / chunk)`` steps, so padding costs nothing), every prompt at once."""
     k_max, d = pool.shape
-    ok = jnp.arange(k_max) < k
-    kw, kx, ke, kq, kqe = jax.random.split(key, 5)
-    if test == "icl":
-        W = jax.random.normal(kw, (draws, d))
+    c = min(DMMSE_CHUNK, k_max)
+    pool = jnp.pad(pool, ((0, -k_max % c), (0, 0)))
+    m = 2 * draws                                             # ICL prompts, then IDG
+    kw, ki, kf, kc, kz, kq, kqe = jax.random.split(key, 7)
+    W = jnp.concatenate([jax.random.normal(kw, (draws, d)),
+                         pool[jax.random.randint(ki, (draws,), 0, k)]])
+    if ell >= d:
+        F = jnp.tril(jax.random.normal(kf, (m, d, d)), -1)
+        chi = 2.0 * jax.random.gamma(kc, (ell - jnp.arange(d)) / 2.0, (m, d))
+        F = F + jnp.sqrt(chi)[:, :, None] * jnp.eye(d)
     else:
-        W = pool[jax.random.randint(kw, (draws,), 0, k)]
+        F = jnp.swapaxes(jax.random.normal(kf, (m, ell, d)), 1, 2)
+    z = jax.random.normal(kz, F.shape[::2])
+    Xty = (jnp.einsum("mij,mkj,mk->mi", F, F, W) / d
+           + jnp.sqrt(rho / d) * jnp.einsum("mij,mj->mi", F, z))
 
-    def one(args):
-        w, kx_, ke_, kq_, kqe_ = args
-        X = jax.random.normal(kx_, (ell, d)) / jnp.sqrt(d)
-        y = X @ w + jnp.sqrt(rho) * jax.random.normal(ke_, (ell,))
-        # sum_i (y_i - x_i^T w_j)^2 = y^T y - 2 w_j^T X^T y + w_j^T X^T X w_j: O(l d^2 + k d^2)
-        XtX, Xty = X.T @ X, X.T @ y
-        ll = -(y @ y - 2 * pool @ Xty + jnp.sum((pool @ XtX) * pool, 1)) / (2 * rho)
-        p = jax.nn.softmax(jnp.where(ok, ll, -jnp.inf))
-        xq = jax.random.normal(kq_, (d,)) / jnp.sqrt(d)
-        yq = xq @ w + jnp.sqrt(rho) * jax.random.normal(kqe_, ())
-        return (yq - xq @ (p @ pool)) ** 2
+    def chunk(i, state):
+        mx, den, num = state
+        P = jax.lax.dynamic_slice_in_dim(pool, i * c, c, axis=0)        # (c, d)
+        quad = jnp.sum(jnp.einsum("jd,mde->mje", P, F) ** 2, -1) / d     # w_j^T X^T X w_j
+        ll = (Xty @ P.T - 0.5 * quad) / rho
+        ll = jnp.where((i * c + jnp.arange(c) < k)[None], ll, -jnp.inf)
+        new = jnp.maximum(mx, ll.max(1))
+        p = jnp.exp(ll - new[:, None])
+        s = jnp.exp(mx - new)
+        return new, den * s + p.sum(1), num * s[:, None] + p @ P
 
-    ks = [jax.random.split(k_, draws) for k_ in (kx, ke, kq, kqe)]
-    return jax.lax.map(one, (W, *ks), batch_size=50)
+    init = (jnp.full((m,), -jnp.inf), jnp.zeros((m,)), jnp.zeros((m, d)))
+    _, den, num = jax.lax.fori_loop(0, (k + c - 1) // c, chunk, init)
+    xq = jax.random.normal(kq, (m, d)) / jnp.sqrt(d)
+    yq = jnp.sum(xq * W, 1) + jnp.sqrt(rho) * jax.random.normal(kqe, (m,))
+    err = (yq - jnp.sum(xq * num, 1) / den) ** 2
+    return err[:draws], err[draws:]
 
 
 def sizes(d: int, alpha: float, tau: float, kappa: float):
@@ -427,11 +458,20 @@ QUICK_FIGURE = {"kappas": (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.6, 2.0, 4.0, 8.0, 16.
                 "alpha": 10.0, "tau": 10.0, "rho": 0.01, "lam": 1e-6}
 
 
-def quick_figure(d: int, trials: int = 20, draws: int = 1000, seed: int | None = None) -> dict:
+def quick_figure(d: int, trials: int = 20, draws: int = 1000, seed: int | None = None,
+                 tol: float = 1e-8) -> dict:
     """The authors' quick-figure protocol (reference §6) at dimension ``d``: g_task of the
-    ridge-pretrained model (``trials`` runs per kappa, exact test errors) and of dMMSE
-    (``draws`` test prompts each for ICL and IDG), with z-scores against the authors' saved
-    means where they exist (d = 10, 32, 64; :mod:`gmtheory.data`)."""
+    ridge-pretrained model (``trials`` runs per kappa, exact test errors, CG to relative
+    residual ``tol``) and of dMMSE (``draws`` test prompts each for ICL and IDG), with
+    z-scores against the authors' saved means where they exist (d = 10, 32, 64;
+    :mod:`gmtheory.data`).  Draws use the non-partitionable threefry, which this CPU
+    compiles about five times and runs about three times faster (same distribution,
+    other numbers; trial ``t`` still has its own key, whatever the device count)."""
+    with jax.threefry_partitionable(False):
+        return _quick_figure(d, trials, draws, seed, tol)
+
+
+def _quick_figure(d, trials, draws, seed, tol):
     from .data import lu2025_quick_figure
 
     q = QUICK_FIGURE
@@ -443,7 +483,7 @@ def quick_figure(d: int, trials: int = 20, draws: int = 1000, seed: int | None =
     g, g_se, dm, dm_se, res = [], [], [], [], []
     for i, kappa in enumerate(kappas):
         e1, e2, r, _ = g_task_trials(jax.random.fold_in(key, i), d, alpha, tau, kappa, rho,
-                                     lam, trials, pad_to=pad)
+                                     lam, trials, tol=tol, pad_to=pad)
         gs = np.asarray(e1 - e2)
         res.append(float(np.max(r)))
         m, se = mean_se(gs)
@@ -451,8 +491,8 @@ def quick_figure(d: int, trials: int = 20, draws: int = 1000, seed: int | None =
         g_se.append(float(se))
         kd = jax.random.fold_in(key, 1000 + i)
         pool = sample_pool(jax.random.fold_in(kd, 0), d, pad[0])
-        a1, s1 = dmmse_error(jax.random.fold_in(kd, 1), pool, ell, rho, draws, "icl", sz[i][1])
-        a2, s2 = dmmse_error(jax.random.fold_in(kd, 2), pool, ell, rho, draws, "idg", sz[i][1])
+        e = dmmse_errors(jax.random.fold_in(kd, 1), pool, ell, rho, draws, sz[i][1])
+        (a1, s1), (a2, s2) = e["icl"], e["idg"]
         dm.append(a1 - a2)
         dm_se.append(float(np.hypot(s1, s2)))
     row = {"d": d, "g_task": g, "g_task_se": g_se, "dmmse_gap": dm, "dmmse_gap_se": dm_se,

@@ -103,7 +103,7 @@ class LDAProblem:
             check_shape(pi_pos, "pi_pos", (), "pass P(Y = 1) as a scalar.")
             for a, n in ((m_pos, "m_pos"), (m_neg, "m_neg"), (cov, "cov"), (pi_pos, "pi_pos")):
                 check_finite(a, n)
-            check_psd(cov[None], "cov")
+            check_psd(np.asarray(cov), "cov")
             if np.linalg.eigvalsh(np.asarray(cov))[0] <= 1e-12 * max(1.0, float(np.abs(cov).max())):
                 raise ValueError("cov: must be positive definite (the Bayes score uses its "
                                  "inverse); add a small ridge, e.g. cov + 1e-6 * I.")
@@ -170,6 +170,7 @@ def config(name: str) -> LDAProblem:
 
 # ---------------------------------------------------------------- Bayes score ---------
 
+@jax.jit
 def bayes_score(prob: LDAProblem):
     """``(w*, b*)`` of eq. (5)."""
     ci = jnp.linalg.inv(prob.cov)
@@ -178,6 +179,7 @@ def bayes_score(prob: LDAProblem):
     return w, b
 
 
+@jax.jit
 def posterior(prob: LDAProblem, x):
     """``eta(x) = P(Y = 1 | X = x)`` from the two Gaussian densities (not from eq. (5))."""
     from jax.scipy.stats import multivariate_normal as mvn
@@ -187,6 +189,7 @@ def posterior(prob: LDAProblem, x):
     return jax.nn.sigmoid(lp - ln)
 
 
+@partial(jax.jit, static_argnames=("order",))
 def bayes_risk(prob: LDAProblem, order: int = 200):
     """``R*`` by 1-D Gauss–Hermite on ``f*(X) ~ N(w*^T m_c + b*, w*^T Gamma w*)``."""
     w, b = bayes_score(prob)
@@ -201,6 +204,7 @@ def bayes_risk(prob: LDAProblem, order: int = 200):
 
 # ---------------------------------------------------------------- the map Phi ---------
 
+@jax.jit
 def phi(prob: LDAProblem, theta: LDAParams) -> Effective:
     """Eq. (7): ``w = U11 Gamma v21``, ``b = v21^T m_- - v22``,
     ``r = v21^T dm + 2 v22``, ``s = 2 u12 + U11 dm``."""
@@ -210,17 +214,20 @@ def phi(prob: LDAProblem, theta: LDAParams) -> Effective:
                      2 * u12 + U11 @ dm)
 
 
+@jax.jit
 def effective_score(prob: LDAProblem, zeta: Effective, x):
     """``g_zeta(x) = w^T x + b + r sigmoid(s0 + s^T x)`` (eq. (8))."""
     w, b, r, s = zeta
     return x @ w + b + r * jax.nn.sigmoid(prob.s0 + x @ s)
 
 
+@jax.jit
 def predictor(prob: LDAProblem, theta: LDAParams, x):
     """``f_theta(x)`` of eq. (6)."""
     return effective_score(prob, phi(prob, theta), x)
 
 
+@jax.jit
 def params_from_matrices(U, V) -> LDAParams:
     """Blocks of §2.2 from full ``(d+1) x (d+1)`` matrices (the paper partitions ``U^T``)."""
     U, V = jnp.asarray(U), jnp.asarray(V)
@@ -229,6 +236,7 @@ def params_from_matrices(U, V) -> LDAParams:
     return LDAParams(Ut[:d, :d], Ut[:d, d], V[d, :d], V[d, d])
 
 
+@jax.jit
 def label_augmented_mixture(prob: LDAProblem) -> GaussianMixture:
     """The law of the token ``(X, Y)``: components ``N((m_c, c), blockdiag(Gamma, 0))``."""
     d = prob.d
@@ -238,6 +246,7 @@ def label_augmented_mixture(prob: LDAProblem) -> GaussianMixture:
                            jnp.stack([cov, cov]))
 
 
+@jax.jit
 def lemma_b1_output(prob: LDAProblem, U, V, x, y):
     """Full output vector of Lemma B.1 at the token ``(x, y)``."""
     U, V = jnp.asarray(U), jnp.asarray(V)
@@ -345,6 +354,7 @@ def _dirs(prob, zeta: Effective, form: str):
     return jnp.stack([zeta.s, zeta.w])
 
 
+@partial(jax.jit, static_argnames=("order", "gate_nodes"))
 def risk_eff(prob: LDAProblem, zeta: Effective, order: int = DEFAULT_ORDER,
              gate_nodes: int | None = GATE_NODES):
     """``R~(zeta)`` (eq. (8)) by 2-D Gauss–Hermite on ``(w^T X, s^T X)``.
@@ -368,6 +378,7 @@ def grad_eff(prob: LDAProblem, zeta: Effective, order: int = DEFAULT_ORDER,
     return _value_and_grad_eff(prob, zeta, order, form, gate_nodes)[1]
 
 
+@partial(jax.jit, static_argnames=("order", "form", "gate_nodes"))
 def _value_and_grad_eff(prob, zeta, order, form, gate_nodes):
     """``(R~ on the gradient's nodes, grad_eff)``: the risk costs one softplus per node."""
     form = _resolve_form(prob, form)
@@ -382,6 +393,7 @@ def _value_and_grad_eff(prob, zeta, order, form, gate_nodes):
     return value, Effective(gw, gb, gr, gs)
 
 
+@partial(jax.jit, static_argnames=("order", "form", "gate_nodes"))
 def hess_eff(prob: LDAProblem, zeta: Effective, order: int = DEFAULT_ORDER,
              form: str | None = None, gate_nodes: int | None = None):
     """Hessian of ``R~`` in the flat order ``(w, b, r, s)``, shape (2d+2, 2d+2):
@@ -413,6 +425,7 @@ def hess_eff(prob: LDAProblem, zeta: Effective, order: int = DEFAULT_ORDER,
     return H
 
 
+@partial(jax.jit, static_argnames=("order",))
 def reduced_loss(prob: LDAProblem, w, order: int = DEFAULT_ORDER):
     """``L(w) = R~(w, 0, 0, 0)``, the loss of Theorem 3.6's reduced flow (and of linear
     attention, which has no bias path).  The gate is constant here, so plain GH."""
@@ -435,6 +448,7 @@ def _flat_eff(zeta: Effective):
     return jnp.concatenate([zeta.w, jnp.atleast_1d(zeta.b), jnp.atleast_1d(zeta.r), zeta.s])
 
 
+@partial(jax.jit, static_argnames=("order", "gate_nodes"))
 def risk(prob: LDAProblem, theta: LDAParams, order: int = DEFAULT_ORDER,
          gate_nodes: int | None = GATE_NODES):
     """``R(theta) = R~(Phi(theta))`` (``gate_nodes`` as in :func:`risk_eff`)."""
@@ -447,6 +461,7 @@ def grad(prob: LDAProblem, theta: LDAParams, order: int = DEFAULT_ORDER,
     return value_and_grad(prob, theta, order, form)[1]
 
 
+@partial(jax.jit, static_argnames=("order", "form"))
 def value_and_grad(prob: LDAProblem, theta: LDAParams, order: int = DEFAULT_ORDER,
                    form: str | None = None):
     """``(R(theta), grad R(theta))`` with Lemma B.10's analytic gradient (:func:`grad`).
@@ -463,12 +478,14 @@ def value_and_grad(prob: LDAProblem, theta: LDAParams, order: int = DEFAULT_ORDE
                             G @ U11.T @ gw + gb * prob.m_neg + gr * dm, -gb + 2 * gr)
 
 
+@jax.jit
 def jacobian_phi(prob: LDAProblem, theta: LDAParams):
     """``D Phi(theta)`` as a (2d+2) x (d^2+2d+1) matrix (flat orders of ``zeta``, ``theta``)."""
     vec, unr = ravel_pytree(theta)
     return jax.jacfwd(lambda v: _flat_eff(phi(prob, unr(v))))(vec)
 
 
+@partial(jax.jit, static_argnames=("order", "form", "gate_nodes"))
 def hessian(prob: LDAProblem, theta: LDAParams, order: int = DEFAULT_ORDER,
             form: str | None = None, gate_nodes: int | None = None):
     """``grad^2 R(theta) = DPhi^T grad^2 R~ DPhi + sum_j (grad R~)_j grad^2 Phi_j``
@@ -535,12 +552,14 @@ def table3_start(name: str, prob: LDAProblem | None = None) -> LDAParams:
     raise ValueError(f"name: unknown Table 3 start {name!r}; use 'theta1' or 'theta2'.")
 
 
+@jax.jit
 def dist_E1(prob: LDAProblem, zeta: Effective):
     """Distance from ``zeta`` to ``E_1 = {(w*, b*, 0, s)}`` (§4.4)."""
     w, b = bayes_score(prob)
     return jnp.sqrt(jnp.sum((zeta.w - w) ** 2) + (zeta.b - b) ** 2 + zeta.r**2)
 
 
+@jax.jit
 def dist_E2(prob: LDAProblem, zeta: Effective):
     """Distance from ``zeta`` to ``E_2 = {(w*, b* - r p, r, 0)}``, ``p = sigma(s0)``."""
     w, b = bayes_score(prob)
@@ -549,6 +568,7 @@ def dist_E2(prob: LDAProblem, zeta: Effective):
                     + ((zeta.b - b) + p * zeta.r) ** 2 / (1 + p**2))
 
 
+@jax.jit
 def zeta_R(prob: LDAProblem, c, R) -> Effective:
     """Prop. 3.4's minimising sequence ``(w* - sigma'(s0) c, b* - sigma(s0) R, R, c/R)``."""
     w, b = bayes_score(prob)
@@ -572,6 +592,7 @@ def krylov_basis(cov, m, tol: float = 1e-10):
     return jnp.asarray(u[:, :k])
 
 
+@jax.jit
 def invariant_set_residual(theta: LDAParams, basis):
     """How far ``theta`` is from ``T_K = {u12 = 0, v22 = 0, v21 in K^perp, U11 P_K = 0}``:
     the largest of ``|u12|, |v22|, |P_K v21|, |U11 P_K|`` (max-abs entries)."""
@@ -583,6 +604,7 @@ def invariant_set_residual(theta: LDAParams, basis):
 
 # ---------------------------------------------------------------- sampling, prompts ---
 
+@partial(jax.jit, static_argnames=("n",))
 def sample(prob: LDAProblem, key, n: int):
     """``n`` i.i.d. pairs ``(X, Y)`` with ``Y in {-1, +1}``."""
     ky, kx = jax.random.split(key)
@@ -592,6 +614,7 @@ def sample(prob: LDAProblem, key, n: int):
     return x, y
 
 
+@partial(jax.jit, static_argnames=("kind",))
 def prompt_predictor(theta: LDAParams, X, Y, x, kind: str = "softmax"):
     """Last output coordinate of attention of the queries ``(x, 0)`` (q, d) over a finite
     prompt of tokens ``(X, Y)`` (L, d), (L,): ``softmax`` or ``linear`` (1/L-normalised).
@@ -610,21 +633,29 @@ def linear_attention_optimum(prob: LDAProblem, order: int = DEFAULT_ORDER, iters
     """Best infinite-prompt linear attention: its last coordinate is ``w^T x`` with no
     bias, so its optimum is ``min_w L(w)`` (Newton's method on the convex ``L``).
     Returns ``(w, L(w))``."""
-    d = prob.d
-    w = jnp.zeros(d, dtype=prob.m_pos.dtype)
-    z = jnp.zeros((), dtype=w.dtype)
-    sel = jnp.arange(d)
+    w = jnp.zeros(prob.d, dtype=prob.m_pos.dtype)
     for _ in range(iters):
-        zeta = Effective(w, z, z, jnp.zeros_like(w))
-        g = grad_eff(prob, zeta, order).w
-        H = hess_eff(prob, zeta, order)[jnp.ix_(sel, sel)]
-        step = jnp.linalg.solve(H, g)
-        w = w - step
-        if float(jnp.max(jnp.abs(step))) < 1e-14 * max(1.0, float(jnp.max(jnp.abs(w)))):
+        w, stop = _newton_step(prob, w, order)
+        if stop:
             break
     return w, reduced_loss(prob, w, order)
 
 
+@partial(jax.jit, static_argnames=("order",))
+def _newton_step(prob, w, order):
+    """One Newton step of :func:`linear_attention_optimum` and its stopping test."""
+    d = prob.d
+    z = jnp.zeros((), dtype=w.dtype)
+    sel = jnp.arange(d)
+    zeta = Effective(w, z, z, jnp.zeros_like(w))
+    g = grad_eff(prob, zeta, order).w
+    H = hess_eff(prob, zeta, order)[jnp.ix_(sel, sel)]
+    step = jnp.linalg.solve(H, g)
+    w = w - step
+    return w, jnp.max(jnp.abs(step)) < 1e-14 * jnp.maximum(1.0, jnp.max(jnp.abs(w)))
+
+
+@jax.jit
 def linear_limit_weight(prob: LDAProblem, theta: LDAParams):
     """Infinite-prompt linear attention at ``(x, 0)``: its last coordinate is ``w^T x`` with
     ``w = U11 E[X (v21^T X + v22 Y)] + u12 E[Y (v21^T X + v22 Y)]`` (no bias path)."""
@@ -663,6 +694,7 @@ def _gd_metrics(order):
     return metrics
 
 
+@partial(jax.jit, static_argnames=("order", "form"))
 def grad_and_sq_norm(prob: LDAProblem, theta: LDAParams, order: int = DEFAULT_ORDER,
                      form: str | None = None):
     """``(|grad R|^2, grad R)``: the ``value_and_grad_fn`` of population training when the

@@ -182,6 +182,7 @@ def _load_all():
     from . import (  # noqa: F401
         approx_checks,
         denoising_checks,
+        gma_checks,
         hermite_checks,
         icl_checks,
         icl_nonlinear_checks,

@@ -7,9 +7,18 @@ in x-space with fixed nodes (autodiff-friendly, unlike the projected engine of
 scipy's adaptive quadrature; Monte Carlo over sampled prompts.  Every training run
 goes through :func:`gmtheory.training.train`, every quasi-Newton fit through
 :func:`gmtheory.training.minimize_lbfgs`.
+
+Compilation, not arithmetic, is most of a cold run of these checks.  Small random inputs
+are therefore drawn by one compiled program (:func:`_normal`, :func:`_uniform`: the first
+``n`` values of a counter-based draw of 4096 are the draw of ``n``, so the numbers are
+those of ``jax.random.normal(key, shape)``), small algebra on them runs in NumPy, the
+``gmtheory.lda`` functions are compiled once per shape and shared by the checks, and a loop
+over points of the same shape is one jitted ``vmap``.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +26,7 @@ import numpy as np
 import optax
 import scipy.integrate
 import scipy.linalg
+from scipy.special import expit
 from scipy.stats import norm
 
 from .. import lda, stats
@@ -49,23 +59,46 @@ def _least(*values):
     return -_worst(*(-np.asarray(v, float) for v in values))
 
 
+_DRAW = 4096
+
+
+def _normal(key, shape=(), scale=1.0):
+    """``scale * jax.random.normal(key, shape)`` as a NumPy array, for up to 4096 values
+    through one compiled program (threefry is counter-based: a draw of ``n`` values is the
+    first ``n`` of a draw of 4096; each new shape would otherwise compile its own)."""
+    n = int(np.prod(shape))
+    if n > _DRAW:
+        x = np.asarray(jax.random.normal(key, shape))
+    else:
+        x = np.asarray(jax.random.normal(key, (_DRAW,)))[:n].reshape(shape)
+    return x if scale == 1.0 else scale * x
+
+
+def _uniform(key, shape=(), minval=0.0, maxval=1.0):
+    """``jax.random.uniform(key, shape, minval=, maxval=)`` as a NumPy array (as
+    :func:`_normal`)."""
+    n = int(np.prod(shape))
+    if n > _DRAW:
+        return np.asarray(jax.random.uniform(key, shape, minval=minval, maxval=maxval))
+    u = jax.random.uniform(key, (_DRAW,), minval=minval, maxval=maxval)
+    return np.asarray(u)[:n].reshape(shape)
+
+
 def _random_problem(key, d, pi=None, symmetric=False):
     k1, k2, k3, k4 = jax.random.split(key, 4)
-    A = jax.random.normal(k1, (d, d))
-    cov = A @ A.T / d + 0.5 * jnp.eye(d)
-    m_pos = jax.random.normal(k2, (d,))
-    m_neg = -m_pos if symmetric else jax.random.normal(k3, (d,))
+    A = _normal(k1, (d, d))
+    cov = A @ A.T / d + 0.5 * np.eye(d)
+    m_pos = _normal(k2, (d,))
+    m_neg = -m_pos if symmetric else _normal(k3, (d,))
     if pi is None:
-        pi = float(jax.random.uniform(k4, minval=0.2, maxval=0.8))
+        pi = float(_uniform(k4, minval=0.2, maxval=0.8))
     return lda.LDAProblem(m_pos, m_neg, cov, pi)
 
 
 def _random_theta(key, d, scale=1.0):
     k = jax.random.split(key, 4)
-    return lda.LDAParams(scale * jax.random.normal(k[0], (d, d)),
-                         scale * jax.random.normal(k[1], (d,)),
-                         scale * jax.random.normal(k[2], (d,)),
-                         scale * jax.random.normal(k[3], ()))
+    return lda.LDAParams(*(jnp.asarray(_normal(k[i], s, scale))
+                           for i, s in enumerate(((d, d), (d,), (d,), ()))))
 
 
 def _tensor_risk(prob, score, order=48):
@@ -111,20 +144,33 @@ def _max_angle(A, B):
 def random_theta1(key, prob):
     """A random point of Theta_1 with a standard normal s (needs b* != 0): scale a random
     U11 so that b = b* while w = w* and r = 0, then set u12 = (s - U11 dm) / 2."""
-    w, b = lda.bayes_score(prob)
+    w, b = (np.asarray(a) for a in lda.bayes_score(prob))
+    cov, m_pos, m_neg = (np.asarray(a) for a in (prob.cov, prob.m_pos, prob.m_neg))
+    dm = m_pos - m_neg
     for i in range(100):   # keep |kappa| in [1/3, 3] so that the point is well conditioned
         k1, k2 = jax.random.split(jax.random.fold_in(key, i))
-        U0 = jax.random.normal(k1, (prob.d, prob.d))
-        v0 = jnp.linalg.solve(U0 @ prob.cov, w)
-        kappa = b / (v0 @ (0.5 * (prob.m_pos + prob.m_neg)))
-        if 1 / 3 <= abs(float(kappa)) <= 3:
+        U0 = _normal(k1, (prob.d, prob.d))
+        v0 = np.linalg.solve(U0 @ cov, w)
+        kappa = float(b / (v0 @ (0.5 * (m_pos + m_neg))))
+        if 1 / 3 <= abs(kappa) <= 3:
             break
     U11, v21 = U0 / kappa, kappa * v0
-    s = jax.random.normal(k2, (prob.d,))
-    return lda.LDAParams(U11, 0.5 * (s - U11 @ prob.delta_m), v21, -0.5 * v21 @ prob.delta_m)
+    s = _normal(k2, (prob.d,))
+    return lda.LDAParams(*(jnp.asarray(a) for a in (U11, 0.5 * (s - U11 @ dm), v21,
+                                                    -0.5 * v21 @ dm)))
 
 
 # ---------------------------------------------------------------- check 7 -------------
+
+def _row_rel(a, b):
+    """:func:`rel_error` of each row of ``a`` against the same row of ``b``."""
+    a, b = np.asarray(a), np.asarray(b)
+    return list(np.max(np.abs(a - b), 1) / np.maximum(1.0, np.max(np.abs(b), 1)))
+
+
+_lemma_b1_rows = jax.jit(jax.vmap(lda.lemma_b1_output, (None, None, None, 0, None)))
+_tokens = jax.jit(lambda X, Y: jnp.concatenate([X, Y[:, None]], 1))
+
 
 @register_check(
     "lda.07-effective-predictor",
@@ -141,23 +187,23 @@ def check_07():
         prob = _random_problem(key, d)
         mix = lda.label_augmented_mixture(prob)
         k = jax.random.split(jax.random.fold_in(key, 1), 3)
-        U = 0.4 * jax.random.normal(k[0], (d + 1, d + 1))
-        V = jax.random.normal(k[1], (d + 1, d + 1))
+        U = _normal(k[0], (d + 1, d + 1), 0.4)
+        V = _normal(k[1], (d + 1, d + 1))
         th = lda.params_from_matrices(U, V)
-        xs = jax.random.normal(k[2], (20, d))
-        for x in xs:
-            z0 = jnp.append(x, 0.0)
-            errs.append(_rel(softmax_attention_limit(mix, U, V, z0)[-1],
-                             lda.predictor(prob, th, x)))
-            for y in (-1.0, 0.0, 1.0):
-                vec_errs.append(_rel(softmax_attention_limit(mix, U, V, jnp.append(x, y)),
-                                     lda.lemma_b1_output(prob, U, V, x, y)))
+        xs = _normal(k[2], (20, d))
+        # the 20 queries (x, y) of each y at once
+        tok = lambda y, xs=xs: np.concatenate([xs, np.full((len(xs), 1), y)], 1)
+        errs += _row_rel(np.asarray(softmax_attention_limit(mix, U, V, tok(0.0)))[:, -1:],
+                         np.asarray(lda.predictor(prob, th, xs))[:, None])
+        for y in (-1.0, 0.0, 1.0):
+            vec_errs += _row_rel(softmax_attention_limit(mix, U, V, tok(y)),
+                                 _lemma_b1_rows(prob, U, V, xs, y))
     # Monte Carlo over sampled tokens (d = 3, last problem)
     X, Y = lda.sample(prob, stream_key(SEED, "c7-mc"), 1_000_000)
-    tokens = jnp.concatenate([X, Y[:, None]], 1)
-    q = jnp.concatenate([xs[:4], jnp.zeros((4, 1))], 1)
-    est, se = softmax_attention(tokens, U, V, q, return_se=True)
-    zmax = float(jnp.max(jnp.abs(est[:, -1] - lda.predictor(prob, th, xs[:4])) / se[:, -1]))
+    q = np.concatenate([xs[:4], np.zeros((4, 1))], 1)
+    est, se = softmax_attention(_tokens(X, Y), U, V, q, return_se=True)
+    zmax = float(np.max(np.abs(np.asarray(est)[:, -1] - np.asarray(lda.predictor(prob, th, xs[:4])))
+                        / np.asarray(se)[:, -1]))
     return Outcome(
         agreement(_worst(errs), 1e-12, "two closed forms in float64 (Prop. 2.1 on the "
                   "(d+1)-dim degenerate mixture vs eqs. (6)-(7)): round-off",
@@ -179,18 +225,20 @@ def check_07():
     "§2.1, §6 check 8",
 )
 def check_08():
-    from jax.scipy.stats import multivariate_normal as mvn
+    from scipy.stats import multivariate_normal as mvn
 
     err = 0.0
     for d in (2, 3, 7):
         key = stream_key(SEED, f"c8-{d}")
         prob = _random_problem(key, d)
-        x = 2 * jax.random.normal(jax.random.fold_in(key, 1), (200, d))
-        w, b = lda.bayes_score(prob)
-        odds = (jnp.log(prob.pi_pos) + mvn.logpdf(x, prob.m_pos, prob.cov)
-                - jnp.log1p(-prob.pi_pos) - mvn.logpdf(x, prob.m_neg, prob.cov))
+        x = _normal(jax.random.fold_in(key, 1), (200, d), 2.0)
+        w, b = (np.asarray(a) for a in lda.bayes_score(prob))
+        pi, m_pos, m_neg, cov = (np.asarray(a) for a in (prob.pi_pos, prob.m_pos, prob.m_neg,
+                                                         prob.cov))
+        odds = (np.log(pi) + mvn.logpdf(x, m_pos, cov) - np.log1p(-pi) - mvn.logpdf(x, m_neg, cov))
         err = _worst(err, _rel(x @ w + b, odds))
-    return Outcome(agreement(err, 1e-12, "closed form vs density ratio, float64 round-off",
+    return Outcome(agreement(err, 1e-12, "closed form vs density ratio (SciPy's Gaussian "
+                             "densities), float64 round-off",
                              name="rel. error of w*^T x + b*"))
 
 
@@ -204,21 +252,21 @@ def check_08():
 )
 def check_09():
     key = stream_key(SEED, "c9")
-    e3 = jnp.eye(3)
+    e3 = np.eye(3)
     cases = {
         "case1": _random_problem(jax.random.fold_in(key, 1), 3, pi=0.3),
         "case2a": _random_problem(jax.random.fold_in(key, 2), 3, pi=0.5),
         "case2a_bstar0": lda.LDAProblem(e3[0], e3[1], e3, 0.5),
         "case2b": _random_problem(jax.random.fold_in(key, 3), 3, pi=0.5, symmetric=True),
     }
-    x = 3 * jax.random.normal(jax.random.fold_in(key, 4), (1000, 3))
+    x = _normal(jax.random.fold_in(key, 4), (1000, 3), 3.0)
     det = {}
     for name, prob in cases.items():
         th = lda.bayes_parameters(prob)
-        w, b = lda.bayes_score(prob)
-        det[name] = {"max_abs_f_minus_fstar": float(jnp.max(jnp.abs(lda.predictor(prob, th, x)
-                                                                   - (x @ w + b)))),
-                     "max_abs_s": float(jnp.max(jnp.abs(lda.phi(prob, th).s))),
+        w, b = (np.asarray(a) for a in lda.bayes_score(prob))
+        det[name] = {"max_abs_f_minus_fstar": float(np.max(np.abs(
+                         np.asarray(lda.predictor(prob, th, x)) - (x @ w + b)))),
+                     "max_abs_s": float(np.max(np.abs(np.asarray(lda.phi(prob, th).s)))),
                      "b_star": float(b)}
     return Outcome(
         agreement(_worst(v["max_abs_f_minus_fstar"] for v in det.values()), 1e-12,
@@ -245,8 +293,7 @@ def check_10():
     worst_deriv, min_increase = 0.0, np.inf
     for i in range(10):
         k = jax.random.split(jax.random.fold_in(key, i), 3)
-        a, q = jax.random.normal(k[0], (2,)), jax.random.normal(k[1], (2,))
-        c = jax.random.normal(k[2], ())
+        a, q, c = _normal(k[0], (2,)), _normal(k[1], (2,)), _normal(k[2])
         h = (lambda x, a=a, c=c: x @ a + c) if i % 2 == 0 else \
             (lambda x, q=q, c=c: jax.nn.sigmoid(x @ q + c))
         R = lambda eps, h=h: _tensor_risk(prob, lambda x: x @ w + b + eps * h(x), order=60)
@@ -266,6 +313,28 @@ def check_10():
 
 # ---------------------------------------------------------------- check 11 ------------
 
+@partial(jax.jit, static_argnames=("order",))
+def _c11_core(prob, th, order):
+    """Lemma B.10's gradient at theta, with its cross-checks: autodiff of the x-space
+    tensor-GH risk (GH ``order``), central differences of the gate-resolved risk
+    (h = 1e-5, all coordinates in one vmap), DPhi^T grad R~, and Lemma B.9 against
+    autodiff of R~."""
+    d = prob.d
+    vec, unr = lda.flatten(th)
+    g_an = lda.flatten(lda.grad(prob, th))[0]
+    g_ad = jax.grad(lambda v: _tensor_risk(prob, lambda x: lda.predictor(prob, unr(v), x),
+                                           order))(vec)
+    h = 1e-5
+    steps = h * jnp.eye(vec.size)
+    f = jax.vmap(lambda v: lda.risk(prob, unr(v)))
+    g_fd = (f(vec + steps) - f(vec - steps)) / (2 * h)
+    z = lda.phi(prob, th)
+    ge = _flat(lda.grad_eff(prob, z))
+    chain = lda.jacobian_phi(prob, th).T @ ge
+    ge_fd = jax.grad(lambda v: lda.risk_eff(prob, _unflat(v, d)))(_flat(z))
+    return g_an, g_ad, g_fd, chain, ge, ge_fd
+
+
 @register_check(
     "lda.11-gradients",
     "Lemmas B.9/B.10: the analytic gradients (projected GH) equal autodiff of an independent "
@@ -278,20 +347,10 @@ def check_11():
         key = stream_key(SEED, f"c11-{d}")
         prob = _random_problem(key, d)
         th = _random_theta(jax.random.fold_in(key, 1), d, scale=0.5 if d == 2 else 0.3)
-        vec, unr = lda.flatten(th)
-        g_an = lda.flatten(lda.grad(prob, th))[0]
-        order = 48 if d == 2 else 40
-        g_ad = jax.grad(lambda v: _tensor_risk(prob, lambda x: lda.predictor(prob, unr(v), x),
-                                               order))(vec)
-        h = 1e-5
-        f = jax.jit(lambda v: lda.risk(prob, unr(v)))
-        g_fd = jnp.array([(f(vec + h * e) - f(vec - h * e)) / (2 * h) for e in jnp.eye(vec.size)])
-        z = lda.phi(prob, th)
-        chain = lda.jacobian_phi(prob, th).T @ _flat(lda.grad_eff(prob, z))
-        ge_fd = jax.grad(lambda v: lda.risk_eff(prob, _unflat(v, d)))(_flat(z))
+        g_an, g_ad, g_fd, chain, ge, ge_fd = _c11_core(prob, th, 48 if d == 2 else 40)
         det[f"d{d}"] = {"autodiff_tensor": _rel(g_an, g_ad), "finite_diff": _rel(g_an, g_fd),
-                        "chain_rule": _rel(g_an, chain),
-                        "effective_vs_autodiff": _rel(_flat(lda.grad_eff(prob, z)), ge_fd)}
+                        "chain_rule": _rel(g_an, chain), "effective_vs_autodiff": _rel(ge, ge_fd)}
+
     def worst(k):
         return _worst(v[k] for v in det.values())
 
@@ -334,11 +393,15 @@ def _escaped_excess_mc(prob, rows_x, Rs, d):
     Xmc, Ymc = lda.sample(prob, stream_key(SEED, "c12-mc"), 2_000_000)
     out = []
     for v in rows_x:
-        z = _unflat(jnp.asarray(v), d)
-        loss = jax.nn.softplus(-Ymc * lda.effective_score(prob, z, Xmc))
-        m, se = stats.mean_se(np.asarray(loss))
+        m, se = stats.mean_se(np.asarray(_mc_losses(prob, jnp.asarray(v), Xmc, Ymc)))
         out.append((float(m) - Rs, float(se)))
     return out
+
+
+@jax.jit
+def _mc_losses(prob, v, X, Y):
+    """Per-sample logistic losses of the effective score at the flat point ``v``."""
+    return jax.nn.softplus(-Y * lda.effective_score(prob, _unflat(v, prob.d), X))
 
 
 @register_check(
@@ -359,25 +422,26 @@ def check_12():
     a_excess, a_grad = 0.0, 0.0
     for i in range(10):
         k1, k2 = jax.random.split(jax.random.fold_in(key, i))
-        s = jax.random.normal(k1, (d,))
-        r = 3 * jax.random.normal(k2, ())
+        s = _normal(k1, (d,))
+        r = _normal(k2, (), 3.0)
         for z in (lda.Effective(w, b, jnp.zeros(()), s),
                   lda.Effective(w, b - r * p, r, jnp.zeros(d))):
             a_excess = _worst(a_excess, abs(float(lda.risk_eff(prob, z)) - Rs))
-            a_grad = _worst(a_grad, float(jnp.max(jnp.abs(_flat(lda.grad_eff(prob, z))))))
-    # (b) the convex slices R~_s(w, b, r) for 20 random s, minimised together: their sum is
-    # separable and convex, so its minimiser is every slice's minimiser (one L-BFGS run)
-    def slice_risks(v, S):
-        return jax.vmap(lambda u, s: lda.risk_eff(prob, lda.Effective(u[:d], u[d], u[d + 1],
-                                                                      s), LBFGS_ORDER))(v, S)
+            a_grad = _worst(a_grad, float(np.max(np.abs(np.concatenate(
+                [np.ravel(g) for g in lda.grad_eff(prob, z)])))))
+    # (b) the convex slices R~_s(w, b, r) for 20 random s, each minimised by L-BFGS (one
+    # compiled objective, the slice's s passed as data)
+    def slice_risk(u, s):
+        return lda.risk_eff(prob, lda.Effective(u[:d], u[d], u[d + 1], s), LBFGS_ORDER)
 
-    S = jnp.stack([2 * jax.random.normal(jax.random.fold_in(key, 100 + i), (d,))
-                   for i in range(20)])
+    S = [_normal(jax.random.fold_in(key, 100 + i), (d,), 2.0) for i in range(20)]
     # start at w = (0.1, 0.1), not 0: the projected rule's QR has no derivative at w = 0
-    res_b = minimize_lbfgs(lambda v, S: jnp.sum(slice_risks(v, S)), jnp.full((20, d + 2), 0.1),
-                           S, maxiter=5000, gtol=1e-12, ftol=0.0)
-    worst_b = float(jnp.max(jnp.abs(jax.vmap(lambda u, s: lda.risk_eff(
-        prob, lda.Effective(u[:d], u[d], u[d + 1], s)))(res_b.x, S) - Rs)))
+    worst_b = 0.0
+    for s_i in S:
+        u = np.asarray(minimize_lbfgs(slice_risk, jnp.full(d + 2, 0.1), s_i, maxiter=5000,
+                                      gtol=1e-12, ftol=0.0).x)
+        worst_b = _worst(worst_b, abs(float(lda.risk_eff(
+            prob, lda.Effective(u[:d], u[d], u[d + 1], s_i))) - Rs))
     # (c) L-BFGS from 50 random starts on the whole effective space.  The objective uses GH
     # order 48 on the smooth axis (3x cheaper than 64 on this CPU, same risk to ~1e-15);
     # the excess of each end point is then measured with the default rule (order 64)
@@ -386,15 +450,15 @@ def check_12():
 
     grad_fn = jax.jit(jax.grad(lambda v: lda.risk_eff(prob, _unflat(v, d), LBFGS_ORDER)))
     risk_fn = jax.jit(lambda v: lda.risk_eff(prob, _unflat(v, d)))
+    dists = jax.jit(lambda v: (lda.dist_E1(prob, _unflat(v, d)), lda.dist_E2(prob, _unflat(v, d))))
     rows, rows_x = [], []
     for i in range(50):
-        v0 = 2 * jax.random.normal(jax.random.fold_in(key, 200 + i), (2 * d + 2,))
-        res = minimize_lbfgs(full_risk, v0, maxiter=3000, gtol=1e-11, ftol=0.0)
-        z = _unflat(res.x, d)
-        rows_x.append(np.asarray(res.x))
-        rows.append((float(jnp.max(jnp.abs(grad_fn(res.x)))), float(jnp.max(jnp.abs(res.x))),
-                     float(risk_fn(res.x)) - Rs, float(lda.dist_E1(prob, z)),
-                     float(lda.dist_E2(prob, z))))
+        v0 = _normal(jax.random.fold_in(key, 200 + i), (2 * d + 2,), 2.0)
+        x = minimize_lbfgs(full_risk, v0, maxiter=3000, gtol=1e-11, ftol=0.0).x
+        rows_x.append(np.asarray(x))
+        dE1, dE2 = dists(x)
+        rows.append((float(np.max(np.abs(np.asarray(grad_fn(x))))), float(np.max(np.abs(x))),
+                     float(risk_fn(x)) - Rs, float(dE1), float(dE2)))
     rows, rows_x = np.array(rows), np.array(rows_x)
     grad_c, size_c, excess_c, dE1, dE2 = rows.T
     s_norm = np.linalg.norm(rows_x[:, d + 2:], axis=1)
@@ -410,10 +474,11 @@ def check_12():
     # (w - w* + r p' s, b - b* + r p) must vanish for a point of E_2 + E_flat
     dp = p * (1 - p)
     resid = []
+    w, b = np.asarray(w), float(b)
     for v in rows_x[near_e2]:
-        z = _unflat(jnp.asarray(v), d)
-        resid.append(float(jnp.sqrt(jnp.sum((z.w - w + z.r * dp * z.s) ** 2)
-                                     + (z.b - b + z.r * p) ** 2)))
+        z = _unflat(v, d)
+        resid.append(float(np.sqrt(np.sum((z.w - w + z.r * dp * z.s) ** 2)
+                                   + (z.b - b + z.r * p) ** 2)))
     mc = _escaped_excess_mc(prob, rows_x[at_inf], Rs, d)
     det = {"a_max_abs_excess": a_excess, "a_max_abs_grad": a_grad, "b_max_excess": worst_b,
            "c_stationary_bounded": int(sb.sum()),
@@ -469,12 +534,12 @@ def check_13():
         prob = _random_problem(key, d)
         sym = _random_problem(key, d, symmetric=True)
         th = _random_theta(jax.random.fold_in(key, 1), d)
-        th0 = th._replace(v21=jnp.zeros(d))
+        th0 = th._replace(v21=np.zeros(d))
         r_gen = _null_basis(lda.jacobian_phi(prob, th), 1e-9)[1]
         r_v0 = _null_basis(lda.jacobian_phi(prob, th0), 1e-9)[1]
-        J = lda.jacobian_phi(sym, th)
+        J = np.asarray(lda.jacobian_phi(sym, th))
         r_sym = _null_basis(J, 1e-9)[1]
-        rel = float(jnp.max(jnp.abs(2 * J[d] + J[d + 1])))
+        rel = float(np.max(np.abs(2 * J[d] + J[d + 1])))
         relation = _worst(relation, rel)
         det[f"d{d}"] = {"rank_generic": r_gen, "rank_v21_zero": r_v0, "rank_symmetric": r_sym,
                         "max_abs_2db_plus_dr": rel}
@@ -492,6 +557,14 @@ def check_13():
 
 # ---------------------------------------------------------------- check 14 ------------
 
+@jax.jit
+def _tensor_hessian(prob, th):
+    """Autodiff Hessian (flat order of theta) of the x-space tensor-GH risk of f_theta."""
+    vec, unr = lda.flatten(th)
+    return jax.hessian(lambda v: _tensor_risk(prob, lambda x: lda.predictor(prob, unr(v), x)))(
+        vec)
+
+
 @register_check(
     "lda.14-strict-saddle",
     "Theorem 3.3 / Lemma B.22: on C1 with pi = 1/2, theta = 0 is critical with a negative "
@@ -503,27 +576,25 @@ def check_14():
     c1 = lda.config("C1")
     prob = lda.LDAProblem(c1.m_pos, c1.m_neg, c1.cov, 0.5)
     d = 2
-    th0 = lda.LDAParams(jnp.zeros((d, d)), jnp.zeros(d), jnp.zeros(d), jnp.zeros(()))
-    gnorm = float(jnp.max(jnp.abs(lda.flatten(lda.grad(prob, th0))[0])))
-    H = lda.hessian(prob, th0)
-    vec, unr = lda.flatten(th0)
-    H_ad = jax.hessian(lambda v: _tensor_risk(prob, lambda x: lda.predictor(prob, unr(v), x)))(vec)
-    lam = np.linalg.eigvalsh(np.asarray(H))
-    lam_ad = np.linalg.eigvalsh(np.asarray(H_ad))
+    th0 = lda.LDAParams(np.zeros((d, d)), np.zeros(d), np.zeros(d), np.zeros(()))
+    gnorm = float(np.max(np.abs(np.asarray(lda.flatten(lda.grad(prob, th0))[0]))))
+    H = np.asarray(lda.hessian(prob, th0))
+    lam = np.linalg.eigvalsh(H)
+    lam_ad = np.linalg.eigvalsh(np.asarray(_tensor_hessian(prob, th0)))
     # Lemma B.22 direction
-    gw = lda.grad_eff(prob, lda.phi(prob, th0)).w
-    dv21 = jnp.array([0.3, -1.2])
-    ts = jnp.linspace(0, 2, 5)
+    gw = np.asarray(lda.grad_eff(prob, lda.phi(prob, th0)).w)
+    cov, dm = np.asarray(prob.cov), np.asarray(prob.delta_m)
+    dv21 = np.array([0.3, -1.2])
+    ts = np.linspace(0, 2, 5)
     q = []
     for t in ts:
-        dU = -t * jnp.outer(gw, prob.cov @ dv21)
-        h = lda.LDAParams(dU, -0.5 * dU @ prob.delta_m, dv21, jnp.zeros(()))
-        hv = lda.flatten(h)[0]
+        dU = -t * np.outer(gw, cov @ dv21)
+        hv = np.concatenate([dU.ravel(), -0.5 * dU @ dm, dv21, [0.0]])   # flat order of theta
         q.append(float(hv @ H @ hv))
     # q(t) = C + a t + c t^2 exactly: (q(t) - q(0)) / t = a + c t is a line in t
-    ts_np, q = np.asarray(ts), np.asarray(q)
-    line = stats.fit_linear(ts_np[1:], (q[1:] - q[0]) / ts_np[1:])
-    pred = -2 * float(gw @ gw) * float(jnp.sum((prob.cov @ dv21) ** 2))
+    q = np.asarray(q)
+    line = stats.fit_linear(ts[1:], (q[1:] - q[0]) / ts[1:])
+    pred = -2 * float(gw @ gw) * float(np.sum((cov @ dv21) ** 2))
     # GD from random starts (C1 itself), the six starts batched in one training run
     Rs = float(lda.bayes_risk(c1))
     starts = [_random_theta(stream_key(SEED, f"c14-{i}"), d, scale=0.5) for i in range(6)]
@@ -534,7 +605,7 @@ def check_14():
                 "grad": jnp.max(jnp.abs(lda.flatten(lda.grad(p, th, 32))[0])),
                 "dist_E1": lda.dist_E1(p, z), "dist_E2": lda.dist_E2(p, z)}
 
-    res = train(None, jax.tree.map(lambda *a: jnp.stack(a), *starts), optax.sgd(0.5),
+    res = train(None, jax.tree.map(lambda *a: np.stack(a), *starts), optax.sgd(0.5),
                 steps=10_000, data=c1, record_every=1000, metrics_fn=metrics, batched=True,
                 value_and_grad_fn=lambda th, p, _key: lda.grad_and_sq_norm(p, th, 32),
                 desc="lda.14 GD")
@@ -592,7 +663,7 @@ def check_15():
     Rv = np.array([100.0, 1000.0, 10000.0])
     det, comps = {}, []
     for name, c in (("c_11", jnp.array([1.0, 1.0])),
-                    ("c_random", jax.random.normal(stream_key(SEED, "c15"), (2,)))):
+                    ("c_random", jnp.asarray(_normal(stream_key(SEED, "c15"), (2,))))):
         EcX2 = float(sum(pc * ((c @ m) ** 2 + c @ prob.cov @ c)
                          for pc, m in ((p, prob.m_pos), (1 - p, prob.m_neg))))
         limit = 0.5 * abs(sig2) * EcX2
@@ -644,6 +715,30 @@ def _tensor_expect_abs(prob, f, order=80):
 
 # ---------------------------------------------------------------- check 16 ------------
 
+@partial(jax.jit, static_argnames=("order",))
+def _c16_core(prob, v, order):
+    """At the flat effective point ``v``: the analytic Hessian of R~, central differences
+    (h = 1e-5) of the analytic gradient (columns: coordinates), and Prop. B.12's
+    E[eta(1 - eta) grad g grad g^T] by x-space tensor GH of ``order``."""
+    d = prob.d
+    z = _unflat(v, d)
+    H = lda.hess_eff(prob, z)
+    hstep = 1e-5
+    steps = hstep * jnp.eye(v.size)
+    gfun = jax.vmap(lambda u: _flat(lda.grad_eff(prob, _unflat(u, d))))
+    H_fd = ((gfun(v + steps) - gfun(v - steps)) / (2 * hstep)).T
+    tq, om = gauss_hermite_rule(order, d)
+    form = 0.0
+    for m, pc in ((prob.m_pos, prob.pi_pos), (prob.m_neg, 1 - prob.pi_pos)):
+        x = m + tq @ prob.chol.T
+        eta = lda.posterior(prob, x)
+        sg = jax.nn.sigmoid(prob.s0 + x @ z.s)
+        G = jnp.concatenate([x, jnp.ones((x.shape[0], 1)), sg[:, None],
+                             (z.r * sg * (1 - sg))[:, None] * x], 1)
+        form = form + pc * jnp.einsum("n,np,nq->pq", om * eta * (1 - eta), G, G)
+    return H, H_fd, form
+
+
 @register_check(
     "lda.16-effective-hessian",
     "Prop. B.12 / Lemma B.13 / Prop. B.30: the kernel of the effective Hessian is "
@@ -658,42 +753,29 @@ def check_16():
     for d in (2, 3):
         key = stream_key(SEED, f"c16-{d}")
         prob = _random_problem(key, d)
-        w, b = lda.bayes_score(prob)
-        p = float(jax.nn.sigmoid(prob.s0))
+        w, b = (np.asarray(a) for a in lda.bayes_score(prob))
+        pi = float(prob.pi_pos)
+        p = float(expit(np.log(pi) - np.log1p(-pi)))          # sigma(s0)
         dp = p * (1 - p)
-        s = jax.random.normal(jax.random.fold_in(key, 1), (d,))
+        s = _normal(jax.random.fold_in(key, 1), (d,))
         r = 1.7
-        z0 = jnp.zeros(())
+        z0 = np.zeros(())
         I = np.eye(2 * d + 2)
         pts = {
             "E1_s_nonzero": (lda.Effective(w, b, z0, s), I[:, d + 2:]),
-            "E1_s_zero": (lda.Effective(w, b, z0, jnp.zeros(d)),
+            "E1_s_zero": (lda.Effective(w, b, z0, np.zeros(d)),
                           np.column_stack([-p * I[:, d] + I[:, d + 1], I[:, d + 2:]])),
-            "E2": (lda.Effective(w, b - r * p, jnp.asarray(r), jnp.zeros(d)),
+            "E2": (lda.Effective(w, b - r * p, np.asarray(r), np.zeros(d)),
                    np.column_stack([-p * I[:, d] + I[:, d + 1]]
                                    + [-r * dp * I[:, j] + I[:, d + 2 + j] for j in range(d)])),
         }
         for name, (z, kern) in pts.items():
-            H = lda.hess_eff(prob, z)
+            # the Hessian, FD of the analytic gradient, and Prop. B.12's form at E_1
+            H, H_fd, form = (np.asarray(a) for a in _c16_core(
+                prob, jnp.asarray(np.concatenate([np.ravel(a) for a in z])), 40 if d == 2 else 20))
             basis, nul, pos, _ = _sym_kernel(H)
             ang = _max_angle(basis, np.linalg.qr(kern)[0])
-            # FD of the analytic gradient, and autodiff of the x-space tensor risk
-            v = _flat(z)
-            hstep = 1e-5
-            gfun = lambda u: _flat(lda.grad_eff(prob, _unflat(u, d)))
-            H_fd = np.column_stack([(gfun(v + hstep * e) - gfun(v - hstep * e)) / (2 * hstep)
-                                    for e in jnp.eye(v.size)])
             fd = _rel(H, H_fd)
-            # Prop. B.12 form at E_1: E[eta(1 - eta) grad g grad g^T] (x-space tensor GH)
-            tq, om = gauss_hermite_rule(40 if d == 2 else 20, d)
-            form = 0.0
-            for m, pc in ((prob.m_pos, prob.pi_pos), (prob.m_neg, 1 - prob.pi_pos)):
-                x = m + tq @ prob.chol.T
-                eta = lda.posterior(prob, x)
-                sg = jax.nn.sigmoid(prob.s0 + x @ z.s)
-                G = jnp.concatenate([x, jnp.ones((x.shape[0], 1)), sg[:, None],
-                                     (z.r * sg * (1 - sg))[:, None] * x], 1)
-                form = form + pc * jnp.einsum("n,np,nq->pq", om * eta * (1 - eta), G, G)
             b12 = _rel(H, form)
             want = d if name == "E1_s_nonzero" else d + 1
             det[f"d{d}_{name}"] = {"nullity": nul, "expected": want, "positive": pos,
@@ -747,12 +829,12 @@ def check_17():
         Rs = float(lda.bayes_risk(prob))
         order = 64 if d == 2 else 40   # eta form: exact at Bayes points (lda.grad_eff)
         _, basis, nul, pos, ev = _hessian_spectrum(prob, th, order)
-        kerDC, _ = _null_basis(lda.jacobian_phi(prob, th)[: d + 2], 1e-10)
+        kerDC, _ = _null_basis(np.asarray(lda.jacobian_phi(prob, th))[: d + 2], 1e-10)
         ang = _max_angle(basis, kerDC)
         excess = float(lda.risk(prob, th, order=order)) - Rs
         det[name] = {"nullity": nul, "expected_nullity": d * d + d - 1, "positive": pos,
                      "angle_ker_H_ker_DC": ang, "excess": excess,
-                     "s_norm": float(jnp.linalg.norm(lda.phi(prob, th).s)),
+                     "s_norm": float(np.linalg.norm(np.asarray(lda.phi(prob, th).s))),
                      "smallest_positive_over_max": float(np.min(ev[ev > 1e-9 * ev.max()])
                                                          / ev.max())}
         worst, worst_ex = _worst(worst, ang), _worst(worst_ex, abs(excess))
