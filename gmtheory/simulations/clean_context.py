@@ -410,8 +410,8 @@ def bench_denoise(quick: bool = False, budget_s: float = 12.0, max_s: float = 60
     Each protocol runs until ``budget_s`` seconds of training (test evaluations not
     counted) once its targets above the floor are reached, or ``max_s`` (or
     ``max_steps``); the test MSE is checked every ``record_every`` steps.  Targets: the
-    authors' final test MSE 0.0285, 1.025 x Bayes, and floor + 0.025 x Bayes.  Times exclude compilation, which is
-    measured separately (a warm-up call of one block; the fit is run twice and its first,
+    authors' final test MSE 0.0285, 1.025 x Bayes, and floor + 0.025 x Bayes.  Times
+    exclude compilation, which is measured separately (a warm-up call of one block; the fit is run twice and its first,
     cold, time is reported too).  ``quick``: budget 4 s, 500 test prompts.  ``cfg``
     overrides the task (tests use a tiny one).  Random draws use the non-partitionable
     threefry (three times faster than the partitionable one on this CPU)."""
