@@ -407,14 +407,14 @@ def bench_denoise(quick: bool = False, budget_s: float = 12.0, max_s: float = 60
     * protocol **best**: :func:`fit_isotropic_head` on ``n_fit`` prompts (two scalars by
       L-BFGS, the theory's symmetry), then Adam 1e-4, batch 80, on all parameters.
 
-    Each protocol runs until ``budget_s`` seconds of training (test evaluations not
-    counted) once its targets above the floor are reached, or ``max_s`` (or
-    ``max_steps``); the test MSE is checked every ``record_every`` steps.  Targets: the
-    authors' final test MSE 0.0285, 1.025 x Bayes, and floor + 0.025 x Bayes.  Times
-    exclude compilation, which is measured separately (a warm-up call of one block; the fit is run twice and its first,
-    cold, time is reported too).  ``quick``: budget 4 s, 500 test prompts.  ``cfg``
-    overrides the task (tests use a tiny one).  Random draws use the non-partitionable
-    threefry (three times faster than the partitionable one on this CPU)."""
+    Each protocol runs until ``budget_s`` seconds of training (test evaluations not counted)
+    once its targets above the floor are reached, or ``max_s`` (or ``max_steps``); the test
+    MSE is checked every ``record_every`` steps. Targets: the authors' final test MSE
+    0.0285, 1.025 x Bayes, and floor + 0.025 x Bayes. Times exclude compilation, which is
+    measured separately (a warm-up call of one block; the fit is run twice and its first,
+    cold, time is reported too). ``quick``: budget 4 s, 500 test prompts. ``cfg`` overrides
+    the task (tests use a tiny one). Random draws use the non-partitionable threefry (three
+    times faster than the partitionable one on this CPU)."""
     cfg = cfg or CleanContextConfig()
     if quick:
         budget_s, max_s, n_test = min(budget_s, 4.0), min(max_s, 20.0), min(n_test, 500)
