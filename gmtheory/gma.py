@@ -391,7 +391,10 @@ def _gma_fused(params, x, mask, causal, chunk, normalisation, eps):
     B, N, _ = x.shape
     H, _, d_v = params.Wv.shape
     K = params.mu.shape[1]
-    acc = jnp.promote_types(x.dtype, jnp.float32)
+    # the routing's dtype: float32 or wider, and as wide as the widest parameter (float64
+    # projections with float32 inputs route in float64, as the materialised form does)
+    acc = jnp.result_type(x.dtype, jnp.float32,
+                          *[a.dtype for a in jax.tree.leaves(params) if a is not None])
     xs = _chunks(x, chunk)
     # padding to whole chunks adds zero tokens: their keys must not count (bidirectional)
     real = jnp.ones((B, N), bool) if mask is None else mask

@@ -277,3 +277,17 @@ def test_causal_contraction_matches_prefix_sums():
     ref = jnp.einsum("bnk,bnkd->bnd", rq, S) / (jnp.einsum("bnk,bnk->bn", rq, n)[..., None]
                                                + 1e-6)
     np.testing.assert_allclose(y, ref, rtol=1e-11, atol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_fused_form_with_wider_params_than_inputs(causal):
+    """float64 projections (gma.init's default under x64) with float32 inputs: the fused
+    scan carries the routing's dtype (it once carried float32 and failed to trace, which
+    broke `gmtheory bench gma`) and equals the materialised form."""
+    p = gma.init(jax.random.key(0), 16, heads=2, K=4)
+    assert p.Wq.dtype == jnp.float64
+    x = jax.random.normal(jax.random.key(1), (1, 40, 16), jnp.float32)
+    a = gma.gma_attention(p, x, causal=causal, chunk=8, fused=True)
+    b = gma.gma_attention(p, x, causal=causal, chunk=8, fused=False)
+    assert a.dtype == jnp.float32
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
