@@ -119,6 +119,7 @@ def cmd_run(args) -> int:
 def cmd_reproduce(args) -> int:
     from .cache import atomic_write_bytes, provenance
     from .figures import all_figures, figure_summary, get_figure, make_figure
+    from .profiling import compile_stats
     from .verify import format_table, run_checks, select_checks, summary_line, write_json
 
     out = Path(args.out)
@@ -136,18 +137,31 @@ def cmd_reproduce(args) -> int:
 
     print(f"wrote {write_all(out / 'derivations')}/")
     print("\n== figures (profile: quick) ==")
-    figs = []
+    figs, fig_compiles = [], {}
     t_figs = time.perf_counter()
     for n in all_figures():
         t1 = time.perf_counter()
-        path = make_figure(n, profile="quick", out_dir=out / "figures", results_dir=args.results,
-                           force=args.force, progress=not args.no_progress)
+        with compile_stats() as st:
+            path = make_figure(n, profile="quick", out_dir=out / "figures",
+                               results_dir=args.results, force=args.force,
+                               progress=not args.no_progress)
         figs.append((n, path, time.perf_counter() - t1))
-        print(f"{n:<24} {path}  ({figs[-1][2]:.1f} s)")
+        fig_compiles[n] = {"s": round(figs[-1][2], 2), **st.as_dict()}
+        print(f"{n:<24} {path}  ({figs[-1][2]:.1f} s, {st.programs} programs compiled in "
+              f"{st.compile_seconds:.1f} s)")
     t_figs = time.perf_counter() - t_figs
     _write_timings(out / "timings.json", args.results,
                    sorted({get_figure(n).simulation for n in all_figures()}))
     total = time.perf_counter() - t0
+    n_prog = (sum(r.compiles.get("programs", 0) for r in results)
+              + sum(f["programs"] for f in fig_compiles.values()))
+    t_comp = (sum(r.compiles.get("compile_s", 0.0) for r in results)
+              + sum(f["compile_s"] for f in fig_compiles.values()))
+    atomic_write_bytes(out / "profile.json", json.dumps({
+        "total_s": round(total, 1), "xla_cache": cache_state, "programs": n_prog,
+        "backend_compile_s": round(t_comp, 1),
+        "checks": {r.id: {"s": round(r.seconds, 2), **r.compiles} for r in results},
+        "figures": fig_compiles, "provenance": provenance()}, indent=1).encode())
     n_ok = sum(r.passed for r in results)
     lines = [
         "# gmtheory reproduce report", "",
@@ -159,7 +173,7 @@ def cmd_reproduce(args) -> int:
         "agree but the reference's expectation is not what was measured; the reason is "
         "given), FAIL.", "",
         "| check | claim | reference | comparisons (kind: expectation, measured; why) | "
-        "verdict | s |",
+        "verdict | s (XLA programs compiled) |",
         "|---|---|---|---|---|---|",
     ]
     cell = lambda text: str(text).replace("|", "\\|")
@@ -169,7 +183,7 @@ def cmd_reproduce(args) -> int:
             f"{'' if c['holds'] else ' (not met)'}; {cell(c['why'])}"
             for c in r.comparisons) or cell(r.error or "")
         lines.append(f"| `{r.id}` | {cell(r.claim)} | {r.reference} | {comps} | "
-                     f"{r.verdict} | {r.seconds:.1f} |")
+                     f"{r.verdict} | {r.seconds:.1f} ({r.compiles.get('programs', 0)}) |")
     finds = [r for r in results if r.verdict == "FINDING"]
     if finds:
         lines += ["", "### Findings", ""]
@@ -180,7 +194,8 @@ def cmd_reproduce(args) -> int:
     lines += ["", "## Figures", ""]
     for n, path, secs in figs:
         lines += [f"### {n}", "", f"![{n}]({path.relative_to(out)})", "",
-                  f"*{get_figure(n).caption}* ({secs:.1f} s)", ""]
+                  f"*{get_figure(n).caption}* ({secs:.1f} s, "
+                  f"{fig_compiles[n]['programs']} XLA programs compiled)", ""]
         summary = figure_summary(n, results_dir=args.results)
         if summary:
             lines += ["```text", *summary, "```", ""]
@@ -189,7 +204,8 @@ def cmd_reproduce(args) -> int:
     t_checks = sum(r.seconds for r in results)
     print(f"\n{summary_line(results)}; figures: {len(figs)}; report: {out / 'report.md'}")
     print(f"time: {total:.0f} s in total (checks {t_checks:.0f} s, figures {t_figs:.0f} s); "
-          f"XLA compilation cache {cache_state}")
+          f"{n_prog} XLA programs compiled in {t_comp:.0f} s (backend only); XLA compilation "
+          f"cache {cache_state}; per check and figure: {out / 'profile.json'}")
     return 0 if n_ok == len(results) else 1
 
 

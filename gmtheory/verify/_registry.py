@@ -156,6 +156,7 @@ class CheckResult:
     seconds: float
     details: dict
     error: str | None = None
+    compiles: dict = field(default_factory=dict)  # gmtheory.profiling.CompileStats.as_dict
 
     @property
     def passed(self) -> bool:
@@ -233,20 +234,27 @@ def _result(c: Check, o: Outcome, seconds: float) -> CheckResult:
 
 
 def run_checks(checks: list[Check], *, progress: bool = True) -> list[CheckResult]:
+    """Run ``checks`` in order; each result also records the XLA compilations that its
+    check triggered (:func:`gmtheory.profiling.compile_stats`)."""
+    from ..profiling import compile_stats
+
     results = []
     bar = tqdm(checks, desc="verify", disable=not progress, leave=False)
     for c in bar:
         bar.set_postfix_str(c.id)
         t0 = time.perf_counter()
-        try:
-            o = c.fn()
-            if not isinstance(o, Outcome):
-                raise TypeError(f"check {c.id} returned {type(o).__name__}, not an Outcome")
-            res = _result(c, o, time.perf_counter() - t0)
-        except Exception as exc:  # a crashing check is a failing check
-            res = CheckResult(c.id, c.claim, c.reference, "ERROR", "", float("nan"),
-                              float("nan"), "", [], [], time.perf_counter() - t0, {},
-                              error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+        with compile_stats() as st:
+            try:
+                o = c.fn()
+                if not isinstance(o, Outcome):
+                    raise TypeError(f"check {c.id} returned {type(o).__name__}, not an Outcome")
+                res = _result(c, o, time.perf_counter() - t0)
+            except Exception as exc:  # a crashing check is a failing check
+                res = CheckResult(c.id, c.claim, c.reference, "ERROR", "", float("nan"),
+                                  float("nan"), "", [], [], time.perf_counter() - t0, {},
+                                  error=f"{type(exc).__name__}: {exc}\n"
+                                        f"{traceback.format_exc()}")
+        res.compiles = st.as_dict()
         results.append(res)
     return results
 

@@ -1,0 +1,33 @@
+"""gmtheory.profiling counts the compilations of its block, and verify records them."""
+
+import jax
+import jax.numpy as jnp
+
+from gmtheory.profiling import compile_stats
+
+
+def test_counts_a_new_program_and_not_a_cached_call():
+    f = jax.jit(lambda x: jnp.sin(x) * 3.0 + 1.0)
+    x = jnp.arange(7.0)
+    with compile_stats() as st:
+        f(x)
+    assert st.programs >= 1 and st.compile_seconds > 0
+    assert any("lambda" in name for name, _ in st.top(10))
+    with compile_stats() as again:          # same shapes: the in-memory cache serves it
+        f(x)
+    assert again.programs == 0
+
+
+def test_nested_blocks_both_count():
+    g = jax.jit(lambda x: jnp.cos(x) - 2.0)
+    with compile_stats() as outer:
+        with compile_stats() as inner:
+            g(jnp.ones(5))
+    assert inner.programs >= 1 and outer.programs >= inner.programs
+
+
+def test_verify_records_compilations_per_check():
+    from gmtheory.verify import run_checks, select_checks
+
+    (res,) = run_checks(select_checks("operator.01c"), progress=False)
+    assert set(res.compiles) >= {"programs", "compile_s", "top"}
