@@ -1,6 +1,6 @@
 """ReLU -> softmax attention: explicit constructions with resource counts and bounds.
 
-Reference: relu-to-softmax.md.  Every construction evaluates through the toolkit's
+Theory: docs/topics/approx.md#relu-to-softmax.  Every construction evaluates through the toolkit's
 finite-prompt operator :func:`gmtheory.softmax_attention` on constructed tokens
 (score ``key^T U query``), never through a closed-form shortcut.  A "head" is one
 softmax-attention head; a "layer" is a set of heads applied in parallel, with affine

@@ -1,4 +1,4 @@
-"""Denoising on Gaussian mixtures with attention (reference §3, Section 4 of the paper).
+"""Denoising on Gaussian mixtures with attention (paper Section 4, docs/topics/denoising.md).
 
 Model: ``X ~ sum_k pi_k N(m_k, Gamma)`` (shared ``Gamma``, possibly singular),
 ``Z = X + eps`` with ``eps ~ N(0, xi^2 I)``, ``S = Gamma + xi^2 I``.
@@ -69,7 +69,8 @@ __all__ = [
 
 
 class Figure2Parameters(NamedTuple):
-    """The Figure 2 problem of reference §4.6 (d = 2, equal-norm non-collinear means)."""
+    """The Figure 2 problem (d = 2, equal-norm non-collinear means;
+    docs/topics/denoising.md#figure-2-learning-two-heads)."""
 
     m1: tuple[float, float]
     m2: tuple[float, float]
@@ -435,7 +436,8 @@ def train_heads(mixture: GaussianMixture, xi, key, *, seeds: int = 4, heads: int
                 steps: int = 4000, lr: float = 2e-3, clip: float = 10.0, batch: int = 64,
                 init_scale: float = 0.1, eval_every: int = 20, order: int = 20,
                 progress: bool | None = None) -> HeadsTraining:
-    """Population softmax heads trained by online SGD (the Figure 2 protocol, §4.6).
+    """Population softmax heads trained by online SGD (the Figure 2 protocol,
+    docs/topics/denoising.md#figure-2-learning-two-heads).
 
     Model ``sum_h T_{U_h,V_h}[mu_Z](z)`` (closed-form population attention), loss
     ``mean |f(Z) - f*(Z)|^2`` over a fresh batch ``Z ~ mu_Z`` per step, SGD of step

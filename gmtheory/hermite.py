@@ -1,4 +1,5 @@
-"""Hermite expansions for single-index targets (reference ``linear-attention-icl.md`` §4–5).
+"""Hermite expansions for single-index targets (docs/topics/icl.md#hermite-coefficients and
+docs/topics/icl.md#the-nonlinearity-noise-equivalence).
 
 Probabilists' Hermite polynomials ``He_k`` are orthogonal under ``z ~ N(0, 1)`` with
 ``E[He_j He_k] = k! delta_jk``; ``f = sum_k c_k He_k`` with ``c_k = E[f(z) He_k(z)] / k!``
@@ -122,7 +123,7 @@ def linear_part(f: Callable, *, kinks: Sequence[float] | None = None):
 
 def effective_noise(f: Callable, noise_var: float, centred: bool = False, *,
                     kinks: Sequence[float] | None = None) -> float:
-    """``rho_eff = E f^2 + sigma^2 - c_1^2`` (reference §5), the noise variance of the
+    """``rho_eff = E f^2 + sigma^2 - c_1^2``, the noise variance of the
     equivalent linear model ``y = c_1 z + eta``; with ``centred=True`` (labels centred)
     ``c_0^2`` is removed as well: ``V_res + sigma^2``."""
     if noise_var < 0 or not np.isfinite(noise_var):

@@ -1,11 +1,12 @@
-"""In-context linear regression by linear attention (``linear-attention-icl.md``; Lu, Letey,
-Zavatone-Veth, Maiti, Pehlevan, PNAS 2025).
+"""In-context linear regression by linear attention (Lu, Letey, Zavatone-Veth, Maiti,
+Pehlevan, PNAS 2025; docs/topics/icl.md).
 
 Asymptotic theory in the scaling limit ``alpha = l/d``, ``tau = n/d^2``, ``kappa = k/d``
 (:func:`M_kappa`, :func:`e_icl_ridgeless`, :func:`e_idg_ridgeless`, :func:`e_icl_ridge`,
 :func:`g_task`), the exact finite-d test error of any ``Gamma`` (:func:`test_error`,
 :func:`test_error_nonlinear`), and a pretraining simulator (:func:`pretrain`): batched
-sampling of the statistics ``H_Z = x_q h^T`` with the O(l + d) construction of §5, and a
+sampling of the statistics ``H_Z = x_q h^T`` with an O(l + d) construction for nonlinear
+targets (docs/topics/icl.md#computing-it), and a
 matrix-free ridge solve (preconditioned conjugate gradients, matvec O(n d^2)), with a
 direct Cholesky solve for small d (``d(d+1) <= 400``) where that is cheaper.
 """
@@ -56,7 +57,8 @@ def dM_kappa(x, kappa):
 
 
 def e_icl_ridgeless(alpha, tau, kappa, rho):
-    """Ridgeless (lambda -> 0+) ICL error, both sides of ``tau = 1`` (§3)."""
+    """Ridgeless (lambda -> 0+) ICL error, both sides of ``tau = 1``
+    (docs/topics/icl.md#ridgeless-errors)."""
     _check_pos(alpha=alpha, tau=tau, kappa=kappa)
     if tau == 1:
         return np.inf
@@ -73,7 +75,7 @@ def e_icl_ridgeless(alpha, tau, kappa, rho):
 
 
 def e_idg_ridgeless(alpha, tau, kappa, rho):
-    """Ridgeless in-distribution (task pool) error (§3)."""
+    """Ridgeless in-distribution (task pool) error (docs/topics/icl.md#ridgeless-errors)."""
     _check_pos(alpha=alpha, tau=tau, kappa=kappa)
     if tau == 1:
         return np.inf
@@ -111,7 +113,7 @@ def ridge_epsilon(alpha, tau, kappa, rho, lam):
 
 
 def e_icl_ridge(alpha, tau, kappa, rho, lam):
-    """Ridge ICL error (§3) through :func:`ridge_epsilon`."""
+    """Ridge ICL error through :func:`ridge_epsilon` (docs/topics/icl.md#ridge-equation)."""
     q = (1 + rho) / alpha
     eps = ridge_epsilon(alpha, tau, kappa, rho, lam)
     nu = q + eps
@@ -130,7 +132,8 @@ def limit_large(alpha, rho):
 # ---------------------------------------------------------------- exact finite-d error -
 
 def test_error(Gamma, ell: int, rho: float, mu_hat=None, R_hat=None):
-    """Exact test error ``e(Gamma)`` of §2 for a linear target; ``Gamma`` (d, d+1).
+    """Exact test error ``e(Gamma)`` for a linear target; ``Gamma`` (d, d+1)
+    (docs/topics/icl.md#exact-test-error-of-a-fixed-gamma).
     ICL test: ``mu_hat = 0``, ``R_hat = I`` (the defaults); IDG: the pool's moments."""
     Gamma = jnp.asarray(Gamma)
     d = Gamma.shape[0]
@@ -148,7 +151,8 @@ def test_error(Gamma, ell: int, rho: float, mu_hat=None, R_hat=None):
 
 
 def test_error_nonlinear(Gamma, ell: int, moments: dict, mu_hat=None, R_hat=None):
-    """Exact finite-d error (§5) for ``y = f(z) + eps``.  ``moments``: ``c1``, ``m2``
+    """Exact finite-d error for ``y = f(z) + eps``
+    (docs/topics/icl.md#the-nonlinearity-noise-equivalence).  ``moments``: ``c1``, ``m2``
     (``E f^2 + sigma^2``), ``Ey2z2``, ``Ey3z``, ``Ey4``."""
     Gamma = jnp.asarray(Gamma)
     d = Gamma.shape[0]
@@ -187,7 +191,7 @@ def sample_statistics(key, W, ell, rho: float, f=None, scale=1.0):
     and targets ``y_q`` (n,), with ``y = f(x^T w) + eps`` (``f = None``: the linear target
     ``y = scale * x^T w + eps``).
 
-    O(l + d) per prompt (§5): ``x_i = (z_i / |w|^2) w + x_perp``, so
+    O(l + d) per prompt: ``x_i = (z_i / |w|^2) w + x_perp``, so
     ``(d/l) sum y_i x_i = (d / |w|^2) a w + sqrt(s2 / alpha) g_perp`` with
     ``a = (1/l) sum y_i z_i``, ``s2 = (1/l) sum y_i^2``, ``g_perp ~ N(0, P_perp)``.
     For the linear target the context enters only through ``A = |z|^2``,
@@ -250,8 +254,8 @@ def ridge_solve(h, xq, yq, lam_eff, tol, maxiter, n=None):
 @partial(jax.jit, static_argnames=("maxiter",))
 def ridge_cg(h, xq, yq, lam_eff, tol, maxiter, n=None):
     """Solve ``(1/n) sum x x^T G h h^T + lam_eff G = (1/n) sum y x h^T`` by CG with the
-    Kronecker preconditioner ``(C_x + .) (x) (C_h + .)`` (reference §6).  Rows of zeros
-    (padding) contribute nothing; ``n`` is the number of real rows (default: all).
+    Kronecker preconditioner ``(C_x + .) (x) (C_h + .)`` (docs/topics/icl.md#computing-it).
+    Rows of zeros (padding) contribute nothing; ``n`` is the number of real rows (default: all).
 
     Shapes: ``h`` (n, p), ``xq`` (n, d), ``yq`` (n,); returns ``G`` (d, p) and the relative
     residual.  The one ridge solver of the ICL simulators (:func:`ridge_solve` picks it or
@@ -278,9 +282,10 @@ def ridge_cg(h, xq, yq, lam_eff, tol, maxiter, n=None):
 
 def pretrain(key, d: int, alpha: float, tau: float, kappa: float, rho: float, lam: float,
              f=None, sphere: bool = True, tol: float = 1e-10, maxiter: int = 500):
-    """Simulate pretraining (reference §1): ``k = floor(kappa d)`` tasks (``kappa = inf``:
-    a fresh task per prompt), ``n = round(tau d^2 / k) k`` prompts of ``l = round(alpha d)``
-    tokens, ridge ``Gamma* = argmin sum (y - <Gamma, H>)^2 + (n/d) lam |Gamma|^2``.
+    """Simulate pretraining (docs/topics/icl.md#data-model-and-the-reduced-model):
+    ``k = floor(kappa d)`` tasks (``kappa = inf``: a fresh task per prompt),
+    ``n = round(tau d^2 / k) k`` prompts of ``l = round(alpha d)`` tokens,
+    ridge ``Gamma* = argmin sum (y - <Gamma, H>)^2 + (n/d) lam |Gamma|^2``.
     Returns ``(PretrainResult, pool)``; evaluate with :func:`test_error` (no test Monte Carlo).
     """
     _check_pos(alpha=alpha, tau=tau, kappa=kappa, lam=lam)
@@ -373,7 +378,7 @@ def _dmmse(key, pool, k, ell, rho, draws):
 
 
 def sizes(d: int, alpha: float, tau: float, kappa: float):
-    """``(l, k, n)`` of the reference protocol: ``l = round(alpha d)``,
+    """``(l, k, n)`` of the authors' protocol: ``l = round(alpha d)``,
     ``k = floor(kappa d)``, ``n = round(tau d^2 / k) k`` (``kappa = inf``: ``k = n``)."""
     ell = max(1, round(alpha * d))
     if np.isinf(kappa):                      # a fresh task for every prompt
@@ -460,7 +465,8 @@ QUICK_FIGURE = {"kappas": (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.6, 2.0, 4.0, 8.0, 16.
 
 def quick_figure(d: int, trials: int = 20, draws: int = 1000, seed: int | None = None,
                  tol: float = 1e-8) -> dict:
-    """The authors' quick-figure protocol (reference §6) at dimension ``d``: g_task of the
+    """The authors' quick-figure protocol (docs/topics/icl.md#the-authors-quick-figure) at
+    dimension ``d``: g_task of the
     ridge-pretrained model (``trials`` runs per kappa, exact test errors, CG to relative
     residual ``tol``) and of dMMSE (``draws`` test prompts each for ICL and IDG), with
     z-scores against the authors' saved means where they exist (d = 10, 32, 64;

@@ -1,4 +1,5 @@
-"""Attention-based linear discriminant analysis (reference §2, paper Section 3).
+"""Attention-based linear discriminant analysis (paper Section 3,
+docs/topics/lda.md#attention-based-lda).
 
 Two classes ``Y = ±1`` with ``P(Y = 1) = pi_pos`` and ``X | Y = c ~ N(m_c, Gamma)``.
 Context tokens are ``(X, Y)`` in ``R^{d+1}``, the query is ``(x, 0)`` and the
@@ -9,7 +10,8 @@ infinite-prompt limit it is (eqs. (6)–(7))
 
 with ``(w, b, r, s) = Phi(theta)`` and ``theta = (U11, u12, v21, v22)``
 (:class:`LDAParams`, a pytree).  The full matrices map to ``theta`` through the
-partition of ``U^T`` (not ``U``) of §2.2: ``U11 = (U^T)[:d, :d]``,
+partition of ``U^T`` (not ``U``) of Lemma B.1
+(docs/topics/lda.md#lemma-b1-the-label-augmented-prompt): ``U11 = (U^T)[:d, :d]``,
 ``u12 = (U^T)[:d, d]``, ``v21 = V[d, :d]``, ``v22 = V[d, d]`` (:func:`params_from_matrices`).
 
 Population risks are computed by Gauss–Hermite quadrature on two-dimensional
@@ -62,7 +64,8 @@ GATE_NODES = 256
 
 
 class LDAParams(NamedTuple):
-    """Attention parameters that matter at a query ``(x, 0)`` (§2.2)."""
+    """Attention parameters that matter at a query ``(x, 0)`` (Lemma B.1,
+    docs/topics/lda.md#lemma-b1-the-label-augmented-prompt)."""
 
     U11: jax.Array  # (d, d)
     u12: jax.Array  # (d,)
@@ -81,7 +84,8 @@ class Effective(NamedTuple):
 
 @jax.tree_util.register_pytree_node_class
 class LDAProblem:
-    """Two-class Gaussian problem ``LDAProblem(m_pos, m_neg, cov, pi_pos)`` (§2.1).
+    """Two-class Gaussian problem ``LDAProblem(m_pos, m_neg, cov, pi_pos)`` (eq. (4),
+    docs/topics/lda.md#eqs-45-model-and-bayes-score).
 
     Validated on construction (shapes, finite values, symmetric positive definite
     ``cov``, ``0 < pi_pos < 1``, ``m_pos != m_neg``).  A JAX pytree, so it can be
@@ -229,7 +233,8 @@ def predictor(prob: LDAProblem, theta: LDAParams, x):
 
 @jax.jit
 def params_from_matrices(U, V) -> LDAParams:
-    """Blocks of §2.2 from full ``(d+1) x (d+1)`` matrices (the paper partitions ``U^T``)."""
+    """Blocks of Lemma B.1 from full ``(d+1) x (d+1)`` matrices (the paper partitions ``U^T``;
+    docs/topics/lda.md#lemma-b1-the-label-augmented-prompt)."""
     U, V = jnp.asarray(U), jnp.asarray(V)
     d = U.shape[0] - 1
     Ut = U.T
@@ -532,7 +537,8 @@ def bayes_parameters(prob: LDAProblem) -> LDAParams:
 
 
 def table3_start(name: str, prob: LDAProblem | None = None) -> LDAParams:
-    """Table 3 starts for C1 (reference §4.3), before the ``eps = 1e-6`` noise.
+    """Table 3 starts for C1 (docs/topics/lda.md#tables-1-and-3-configurations-and-starts),
+    before the ``eps = 1e-6`` noise.
 
     ``"theta1"``: near Theta_1; the U11 entry is damaged in the available text, and the
     reconstruction ``U11 = [[1/(2b*), 0], [-1/(2b*), 1]]``, ``u12 = (10, 10)``,
@@ -554,7 +560,8 @@ def table3_start(name: str, prob: LDAProblem | None = None) -> LDAParams:
 
 @jax.jit
 def dist_E1(prob: LDAProblem, zeta: Effective):
-    """Distance from ``zeta`` to ``E_1 = {(w*, b*, 0, s)}`` (§4.4)."""
+    """Distance from ``zeta`` to ``E_1 = {(w*, b*, 0, s)}`` (Thm 3.5,
+    docs/topics/lda.md#thm-35-local-convergence)."""
     w, b = bayes_score(prob)
     return jnp.sqrt(jnp.sum((zeta.w - w) ** 2) + (zeta.b - b) ** 2 + zeta.r**2)
 

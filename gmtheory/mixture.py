@@ -1,4 +1,4 @@
-"""Gaussian mixtures as JAX pytrees (reference: softmax-gaussian-mixtures.md §1).
+"""Gaussian mixtures as JAX pytrees (docs/topics/operator.md#the-operator-on-gaussian-mixtures).
 
 ``GaussianMixture(weights, means, covs)`` holds K components in R^d:
 
@@ -7,7 +7,8 @@
 * ``covs``: ``(K, d, d)``, symmetric positive **semi**-definite.
 
 Singular covariances are allowed because label coordinates of the LDA embedding
-are deterministic given the component (reference §2.2).  ``log_prob`` and
+are deterministic given the component (Lemma B.1,
+docs/topics/lda.md#lemma-b1-the-label-augmented-prompt).  ``log_prob`` and
 ``responsibilities`` need densities and therefore positive-definite covariances.
 """
 

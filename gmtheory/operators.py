@@ -1,16 +1,18 @@
 """Attention operators: infinite-prompt closed forms and finite prompts.
 
-Reference: softmax-gaussian-mixtures.md §1 and §5.  Convention throughout: the
+Theory: docs/topics/operator.md#the-operator-on-gaussian-mixtures.  Convention throughout: the
 score of key ``z'`` for query ``z`` is ``z'^T U z = <U z, z'>``; write ``u = U z``.
 
 * ``softmax_attention_limit``: Prop. 2.1, eq. (2), softmax-gated affine experts.
 * ``softmax_attention_limit_shared``: eq. (3), the shared-covariance form.
-* ``linear_attention_limit``: §1.4, ``V E[z z^T] U z``.
+* ``linear_attention_limit``: Lemma C.7, ``V E[z z^T] U z``
+  (docs/topics/operator.md#lemma-c7-linear-attention-has-no-gates).
 * ``softmax_attention`` / ``linear_attention``: finite prompts (empirical measure),
   chunked over tokens with an online log-sum-exp so that ``L = 10^7`` fits.
 * ``weighted_attention`` / ``mixture_decomposition``: Prop. A.1 for any positive
   alignment function given as a log-score.
-* ``effective_sample_size`` / ``finite_prompt_variance``: §5 diagnostics.
+* ``effective_sample_size`` / ``finite_prompt_variance``: finite-prompt diagnostics
+  (docs/topics/operator.md#finite-prompts-rate-and-effective-sample-size).
 
 Shapes: queries ``z`` are ``(n, d)`` (a single ``(d,)`` query is accepted and the
 output is squeezed), ``U`` is ``(d, d)``, ``V`` is ``(d_out, d)``.
@@ -185,7 +187,8 @@ def softmax_attention_limit_shared(mixture: GaussianMixture, U, V, z):
 
 
 def linear_attention_limit(mixture: GaussianMixture, U, V, z):
-    """Infinite-prompt linear attention (§1.4): ``T_lin[mu](z) = V E[z' z'^T] U z``.
+    """Infinite-prompt linear attention: ``T_lin[mu](z) = V E[z' z'^T] U z`` (Lemma C.7,
+    docs/topics/operator.md#lemma-c7-linear-attention-has-no-gates).
 
     Linear in ``z`` with no bias; the mixture enters only through its uncentred
     second moment, with fixed weights ``pi_k`` whatever the query.
@@ -299,7 +302,8 @@ def _prep_prompt(tokens, U, V, z):
 
 
 def softmax_attention(tokens, U, V, z, *, chunk: int | None = None, return_se: bool = False):
-    """Softmax attention of queries over a finite prompt (reference §1.1).
+    """Softmax attention of queries over a finite prompt (eq. (1) on the empirical measure,
+    docs/topics/operator.md#eq-1-attention-on-a-measure).
 
     ``T[mu_L](z) = sum_i softmax_i(z_i^T U z) V z_i`` — standard dot-product
     attention, i.e. the operator on the empirical measure of the tokens.
@@ -481,7 +485,8 @@ def _log_tilt_moments(mixture, u):
 
 
 def effective_sample_size(mixture: GaussianMixture, U, z, L):
-    """Predicted ESS of softmax attention on ``L`` i.i.d. tokens (reference §5).
+    """Predicted ESS of softmax attention on ``L`` i.i.d. tokens
+    (docs/topics/operator.md#finite-prompts-rate-and-effective-sample-size).
 
     ``ESS = L (E w)^2 / E w^2`` with importance weights ``w = exp(<U z, x>)``; for one
     Gaussian this is ``L exp(-u^T Gamma u)``.  Shapes: ``z`` ``(n, d)`` -> ``(n,)``.
@@ -510,7 +515,8 @@ def empirical_ess(tokens, U, z):
 
 
 def finite_prompt_variance(mixture: GaussianMixture, U, V, z):
-    """Asymptotic variance of finite-prompt softmax attention, times ``L`` (§5).
+    """Asymptotic variance of finite-prompt softmax attention, times ``L``
+    (docs/topics/operator.md#finite-prompts-rate-and-effective-sample-size).
 
     The empirical operator is a self-normalised importance-sampling estimator, so
     ``L Var(T[mu_L](z)_j) -> E[w^2 (V x - T)_j^2] / (E w)^2`` (delta method).  For a

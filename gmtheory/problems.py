@@ -1,6 +1,7 @@
 """Seeded random problem generators shared by checks, simulations and tests.
 
-Every draw takes an explicit ``jax.random`` key (reference §6 check 1 protocol).
+Every draw takes an explicit ``jax.random`` key (the protocol of checks ``operator.01*``,
+docs/topics/operator.md#what-the-checks-test).
 """
 
 from __future__ import annotations

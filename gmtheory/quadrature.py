@@ -1,9 +1,9 @@
 """Gauss–Hermite and Monte Carlo expectations over Gaussians and mixtures.
 
-Reference: softmax-gaussian-mixtures.md §6 ("GH" convention).  Nodes come from
+Gauss-Hermite quadrature ("GH").  Nodes come from
 ``scipy.special.roots_hermitenorm`` (probabilists' Hermite, weight ``exp(-t^2/2)``),
 normalised so the weights sum to one: ``E f(x) ~ sum_i w_i f(m + F t_i)`` with
-``F F^T = Gamma``.  This is the reference's ``z = m + sqrt(2) L t`` rule with the
+``F F^T = Gamma``.  This is the textbook ``z = m + sqrt(2) L t`` rule with the
 physicists' nodes, written in the standard-normal variable.
 
 * :func:`gauss_hermite_rule` — tensor grid in ``p`` dimensions (JAX arrays);
