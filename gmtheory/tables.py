@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 __all__ = ["checks_table", "figures_index", "simulations_index", "write_indexes", "readme_map",
-           "update_readme"]
+           "update_readme", "measured_block", "update_blocks"]
 
 
 def _cell(text) -> str:
@@ -40,6 +41,20 @@ CHECKS_INTRO = (
     "are in the [reproduce report](report.md).\n\n")
 
 
+def _reference(text) -> str:
+    """A check's reference cell: each ``docs/<page>.md#<anchor>`` pointer becomes a link
+    relative to ``docs/checks.md``; other text is escaped as :func:`_cell` does."""
+    parts = re.split(r"(docs/[\w./-]+?\.md(?:#[\w-]+)?)", " ".join(str(text).split()))
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            target = part.removeprefix("docs/")
+            out.append(f"[{target.partition('#')[2] or target}]({target})")
+        elif part:
+            out.append(part.replace("|", "\\|").replace("[", "\\[").replace("]", "\\]"))
+    return "".join(out)
+
+
 def checks_page() -> str:
     """``docs/checks.md``: the introduction and :func:`checks_table`."""
     return CHECKS_INTRO + checks_table()
@@ -51,7 +66,7 @@ def checks_table() -> str:
 
     rows = ["| check | claim | reference |", "|---|---|---|"]
     for c in all_checks():
-        rows.append(f"| `{c.id}` | {_cell(c.claim)} | {_cell(c.reference)} |")
+        rows.append(f"| `{c.id}` | {_cell(c.claim)} | {_reference(c.reference)} |")
     return "\n".join(rows) + "\n"
 
 
@@ -127,10 +142,11 @@ def write_indexes(figures_dir="figures", simulations_dir="simulations",
 
 
 TOPICS = (  # (title, catalog reference prefix, modules, check groups, docs page)
-    ("The operator on Gaussian mixtures", ("SGM §1", "SGM §5"), "`gmtheory` (operators, "
-     "quadrature)", ("operator",), "docs/topics/operator.md"),
-    ("Attention-based LDA", ("SGM §2",), "`gmtheory.lda`", ("lda",), "docs/topics/lda.md"),
-    ("Denoising", ("SGM §3",), "`gmtheory.denoising`", ("denoising",),
+    ("The operator on Gaussian mixtures", ("SGM docs/topics/operator.md",), "`gmtheory` "
+     "(operators, quadrature)", ("operator",), "docs/topics/operator.md"),
+    ("Attention-based LDA", ("SGM docs/topics/lda.md",), "`gmtheory.lda`", ("lda",),
+     "docs/topics/lda.md"),
+    ("Denoising", ("SGM docs/topics/denoising.md",), "`gmtheory.denoising`", ("denoising",),
      "docs/topics/denoising.md"),
     ("Linear-attention ICL, Hermite equivalence", ("ICL",), "`gmtheory.icl`, "
      "`gmtheory.hermite`", ("icl", "hermite"), "docs/topics/icl.md"),
@@ -175,6 +191,128 @@ def update_readme(path="README.md") -> bool:
     return new != text
 
 
+# ------------------------------------------------------------------ measured blocks
+# Blocks of Markdown between ``<!-- measured: NAME -->`` and ``<!-- measured end -->`` are
+# rendered from recorded measurements in ``docs/measured/`` (a benchmark's ``--json``
+# output, or the log of a cold ``make reproduce``) by the code that printed them, so that
+# the README and docs/performance.md show real output and cannot drift from it.
+
+MEASURED = Path("docs/measured")
+BLOCK_START, BLOCK_END = "<!-- measured: ", "<!-- measured end -->"
+
+
+def _bench_formatters() -> dict:
+    from .bench import BENCHES
+    from .simulations.clean_context import format_denoise
+
+    return {**{k: v[1] for k, v in BENCHES.items()}, "denoise": format_denoise}
+
+
+def _reproduce_excerpt(log: str, rows: int = 4) -> str:
+    """A cold ``make reproduce`` log trimmed for the README: the cache state, the table's
+    header and first rows, its FINDING rows, the summary, the first figures and the totals."""
+    lines = [ln.rstrip() for ln in log.splitlines()]
+    out, i = [], 0
+    while i < len(lines):
+        ln = lines[i]
+        if ln.startswith(("XLA compilation cache", "== ")):
+            out.append(ln)
+        elif ln.startswith("check "):
+            out.append(ln)
+            body = []
+            i += 1
+            while i < len(lines) and lines[i] and not lines[i].startswith("findings"):
+                body.append(lines[i])
+                i += 1
+            shown = body[:rows] + [b for b in body[rows:] if " FINDING " in b or " FAIL" in b]
+            out += shown + (["..."] if len(shown) < len(body) else [])
+            continue
+        elif ln.startswith("findings"):
+            out.append(ln)
+            while i + 1 < len(lines) and lines[i + 1].startswith("  "):
+                i += 1
+                out.append(lines[i][:100] + (" ..." if len(lines[i]) > 100 else ""))
+        elif " passed, " in ln and "failed" in ln and not ln.startswith(" "):
+            out.append(ln)
+        elif ln.startswith("time: ") or ln.startswith("wrote "):
+            out.append(ln)
+        i += 1
+    figs = [ln for ln in lines if ln.endswith(")") and "/figures/" in ln]
+    if figs:
+        at = next(k for k, ln in enumerate(out) if ln.startswith("== figures"))
+        out[at + 1:at + 1] = figs[:rows] + (["..."] if len(figs) > rows else [])
+    return "\n".join(out)
+
+
+def measured_block(name: str, measured_dir=MEASURED) -> str:
+    """The Markdown of block ``name``: ``bench-X`` renders ``bench-X.json`` with benchmark
+    X's own formatter; ``reproduce`` trims ``reproduce-cold.log``; ``two-commands`` renders
+    ``two-commands.json`` (times of ``make reproduce`` and ``make test``, cold and warm)."""
+    d = Path(measured_dir)
+    if name.startswith("bench-"):
+        res = json.loads((d / f"{name}.json").read_text())
+        return "```text\n" + _bench_formatters()[name[6:]](res) + "\n```\n"
+    if name == "reproduce":
+        return "```text\n" + _reproduce_excerpt((d / "reproduce-cold.log").read_text()) + "\n```\n"
+    if name == "two-commands":
+        t = json.loads((d / "two-commands.json").read_text())
+        rows = ["| command | cold (no XLA cache) | warm | limit |", "|---|---|---|---|"]
+        for cmd, r in t["commands"].items():
+            rows.append(f"| `{cmd}` | {r['cold_s'] / 60:.1f} min | {r['warm_s'] / 60:.1f} min "
+                        f"| {r['limit_min']} min |")
+        return "\n".join(rows) + f"\n\n{t['how']}\n"
+    if name == "profile":
+        return _profile_table(json.loads((d / "reproduce-profile.json").read_text()))
+    raise ValueError(f"name: unknown measured block {name!r}; use bench-NAME, reproduce, "
+                     "profile or two-commands.")
+
+
+def _profile_table(prof: dict, rows: int = 12) -> str:
+    """The slowest checks and figures of a cold ``make reproduce`` with the XLA programs each
+    compiled (``reproduce-out/profile.json``)."""
+    items = [("check", k, v) for k, v in prof["checks"].items()]
+    items += [("figure", k, v) for k, v in prof["figures"].items()]
+    items.sort(key=lambda t: -t[2]["s"])
+    n_c = sum(v["programs"] for _, _, v in items)
+    out = [f"Cold run ({prof['xla_cache']}): {prof['total_s'] / 60:.1f} min in total, "
+           f"{prof['programs']} XLA programs compiled, {prof['backend_compile_s']:.0f} s of "
+           f"backend compilation (tracing and lowering not included). The {rows} slowest "
+           "steps:", "",
+           "| step | s | programs | backend compile s | most compiled |", "|---|---|---|---|---|"]
+    for kind, k, v in items[:rows]:
+        top = ", ".join(f"`{f}` x{c}" for f, c in v["top"][:2])
+        out.append(f"| {kind} `{k}` | {v['s']:.1f} | {v['programs']} | {v['compile_s']:.1f} "
+                   f"| {top} |")
+    rest = items[rows:]
+    out.append(f"| {len(rest)} others | {sum(v['s'] for *_, v in rest):.1f} | "
+               f"{sum(v['programs'] for *_, v in rest)} | "
+               f"{sum(v['compile_s'] for *_, v in rest):.1f} | |")
+    assert n_c == prof["programs"]
+    return "\n".join(out) + "\n"
+
+
+def update_blocks(path, measured_dir=MEASURED) -> bool:
+    """Re-render every measured block of the Markdown file ``path``; returns whether it
+    changed.  A block whose measurement file is missing is left as it is."""
+    path = Path(path)
+    text = path.read_text()
+    parts, rest = [], text
+    while BLOCK_START in rest:
+        head, tail = rest.split(BLOCK_START, 1)
+        name, tail = tail.split(" -->", 1)
+        _, tail = tail.split(BLOCK_END, 1)
+        try:
+            body = measured_block(name.strip(), measured_dir)
+        except FileNotFoundError:
+            body = rest[len(head) + len(BLOCK_START) + len(name) + 4:].split(BLOCK_END, 1)[0]
+            body = body.lstrip("\n")
+        parts += [head, f"{BLOCK_START}{name} -->\n{body}{BLOCK_END}"]
+        rest = tail
+    new = "".join(parts) + rest
+    path.write_text(new)
+    return new != text
+
+
 if __name__ == "__main__":  # python -m gmtheory.tables: regenerate the committed indexes
     import gmtheory
 
@@ -183,3 +321,6 @@ if __name__ == "__main__":  # python -m gmtheory.tables: regenerate the committe
     for p in write_indexes():
         print(f"wrote {p}")
     print("updated README.md map")
+    for p in ("README.md", "docs/performance.md"):
+        if Path(p).exists() and update_blocks(p):
+            print(f"updated measured blocks in {p}")
