@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 __all__ = ["Form", "Result", "RESULTS", "REFERENCES", "NOT_LISTED", "FORMS", "problems",
            "four_forms_markdown", "resolve"]
 
-REFERENCES = {
-    "SGM": "softmax-gaussian-mixtures.md",
-    "ICL": "linear-attention-icl.md",
-    "R2S": "relu-to-softmax.md",
-    "GMA": "gma.md",
+REFERENCES = {  # the works cited (docs/index.md#references)
+    "SGM": "Gabet, Boursier and Boyer 2026, arXiv 2610.11798",
+    "ICL": "Lu, Letey, Zavatone-Veth, Maiti and Pehlevan, PNAS 2025, arXiv 2405.11751",
+    "R2S": "Hu, Lu, Lee and Liu 2026, arXiv 2604.24878",
+    "GMA": "Huang and Raza 2026, arXiv 2606.18283",
 }
 
 FORMS = ("derivation", "closed_form", "estimate", "trained")
@@ -60,7 +60,8 @@ def _no(reason: str) -> Form:
 @dataclass(frozen=True)
 class Result:
     id: str
-    reference: str            # "SGM §1.2": key of REFERENCES and section
+    reference: str            # "SGM docs/topics/operator.md#...": key of REFERENCES, then
+    #                           the heading of the docs that states the result
     label: str                # "Prop. 2.1"
     statement: str
     derivation: Form
@@ -73,8 +74,9 @@ class Result:
 NO_LEARNING = "nothing to learn: an identity of the limit operator"
 
 RESULTS: tuple[Result, ...] = (
-    # ------------------------------------------------------------ SGM §1: the operator
-    Result("prop-2.1", "SGM §1.2", "Prop. 2.1, eq. (2)",
+    # ------------------------------------------------------------ SGM: the operator
+    Result("prop-2.1", "SGM docs/topics/operator.md#prop-21-softmax-gated-affine-experts",
+           "Prop. 2.1, eq. (2)",
            "Softmax attention on a Gaussian mixture is a softmax-gated sum of affine experts.",
            _f("attention_mgf.tilt_residual", "attention_mgf.prop21_residual"),
            _f("gmtheory.operators.softmax_attention_limit"),
@@ -83,33 +85,36 @@ RESULTS: tuple[Result, ...] = (
            _f("prompt-convergence", "gated-experts",
               note="finite-prompt simulation; " + NO_LEARNING),
            ("prompt-convergence", "gated-experts")),
-    Result("eq-3", "SGM §1.2", "Eq. (3)",
+    Result("eq-3", "SGM docs/topics/operator.md#eq-3-shared-covariance", "Eq. (3)",
            "With a shared covariance the quadratic offsets cancel: V Γ U z + V Σ α_k m_k.",
            _f("attention_mgf.eq3_residual"),
            _f("gmtheory.operators.softmax_attention_limit_shared"),
            _f("operator.02-eq3-shared-covariance"),
            _f("gated-experts", note="simulation of the gates; " + NO_LEARNING),
            ("gated-experts",)),
-    Result("gaussian-prompt", "SGM §1.1", "Gaussian prompt",
+    Result("gaussian-prompt", "SGM docs/topics/operator.md#the-gaussian-prompt", "Gaussian prompt",
            "T[N(m, Γ)](z) = V(m + Γ U z): affine, the softmax leaves no trace.",
            _f("attention_mgf.mgf_1d_residual", "attention_mgf.tilted_mean_1d_residual"),
            _f("gmtheory.operators.softmax_attention_limit"),
            _f("operator.03-gaussian-prompt"),
            _no("the one-component case of Prop. 2.1; " + NO_LEARNING)),
-    Result("prop-A.1", "SGM §1.3", "Prop. A.1",
+    Result("prop-A.1", "SGM docs/topics/operator.md#prop-a1-generalised-scores", "Prop. A.1",
            "Any positive alignment: T_a[Σ π_k μ_k] = Σ r_k T_a[μ_k] with r_k ≥ 0, Σ r_k = 1.",
            _no("linearity of the integral in one line; no symbolic step to check"),
            _f("gmtheory.operators.mixture_decomposition"),
            _f("operator.04-propA1-decomposition"),
            _no("an identity on measures; " + NO_LEARNING)),
-    Result("linear-attention", "SGM §1.4", "Linear attention, Lemma C.7",
+    Result("linear-attention", "SGM docs/topics/operator.md#lemma-c7-linear-attention-has-no-gates",
+           "Linear attention, Lemma C.7",
            "T_lin[μ](z) = V E[zzᵀ] U z: linear in z, mixture weights fixed.",
            _no("an exchange of sum and integral; no symbolic step to check"),
            _f("gmtheory.operators.linear_attention_limit"),
            _f("operator.05a-linear-attention", "operator.05b-linear-prompt-rate"),
            _f("prompt-convergence", note="finite-prompt simulation; " + NO_LEARNING),
            ("prompt-convergence",)),
-    Result("prompt-rate", "SGM §5", "Finite-prompt rate and ESS [derived]",
+    Result("prompt-rate",
+           "SGM docs/topics/operator.md#finite-prompts-rate-and-effective-sample-size",
+           "Finite-prompt rate and ESS [derived]",
            "The empirical operator converges at L^-1/2 with effective sample size "
            "L (E w)²/E w².",
            _no("a delta-method rate, not an identity"),
@@ -118,15 +123,16 @@ RESULTS: tuple[Result, ...] = (
            _f("operator.06-softmax-prompt-rate-and-ess"),
            _f("prompt-convergence", note="finite-prompt simulation"),
            ("prompt-convergence",)),
-    # ---------------------------------------------------------------- SGM §2: LDA
-    Result("eq-5", "SGM §2.1", "Eq. (5)",
+    # ---------------------------------------------------------------- SGM: LDA
+    Result("eq-5", "SGM docs/topics/lda.md#eqs-45-model-and-bayes-score", "Eq. (5)",
            "Bayes score f*(x) = w*ᵀx + b* = log η/(1 − η).",
            _no("the log-ratio of two Gaussian densities; the same algebra is derived for "
                "the denoising posterior (denoising.logit_residual)"),
            _f("gmtheory.lda.bayes_score"),
            _f("lda.08-bayes-score"),
            _no("the target of learning, not a learned model")),
-    Result("lemma-B.1", "SGM §2.2–2.3", "Lemma B.1, eqs. (6)–(7)",
+    Result("lemma-B.1", "SGM docs/topics/lda.md#lemma-b1-the-label-augmented-prompt",
+           "Lemma B.1, eqs. (6)–(7)",
            "At (x, 0) the last output is f_θ(x) = wᵀx + b + r σ(s₀ + sᵀx) with (w, b, r, s) "
            "= Φ(θ).",
            _f("lda_effective.quad_offset_residual", "lda_effective.gate_residual",
@@ -135,113 +141,121 @@ RESULTS: tuple[Result, ...] = (
            _f("lda.07-effective-predictor"),
            _f("lda-finite-prompt", note="softmax heads trained on finite C1 prompts"),
            ("lda-finite-prompt",)),
-    Result("lemma-B.3", "SGM §2.13", "Lemma B.3",
+    Result("lemma-B.3", "SGM docs/topics/lda.md#lemma-b3-bayes-realising-parameters", "Lemma B.3",
            "Explicit Bayes-realising parameters (cases 1, 2(a), 2(b)), all with s = 0.",
            _no("explicit parameter choices; eqs. (6)–(7) at s = 0 are derived in "
                "lda_effective"),
            _f("gmtheory.lda.bayes_parameters"),
            _f("lda.09-bayes-parameters"),
            _no("constructed, not trained")),
-    Result("lemma-B.4", "SGM §2.4", "Lemma B.4",
+    Result("lemma-B.4", "SGM docs/topics/lda.md#lemmas-b4-b7-and-remark-b5-why-the-logistic-loss",
+           "Lemma B.4",
            "The logistic population risk is minimised by the Bayes score.",
            _no("a pointwise variational argument, not an identity"),
            _f("gmtheory.lda.bayes_score"),
            _f("lda.10-logistic-minimiser"),
            _no("a property of the risk; training toward it is Thm 3.1's row")),
-    Result("lemma-B.10", "SGM §2.5", "Lemmas B.9–B.10",
+    Result("lemma-B.10", "SGM docs/topics/lda.md#lemmas-b9-and-b10-gradients", "Lemmas B.9–B.10",
            "Effective and attention-parameter gradients; ∇R = DΦᵀ ∇R̃.",
            _f("lda_effective.lemma_b10_residual"),
            _f("gmtheory.lda.grad", "gmtheory.lda.grad_eff", "gmtheory.lda.jacobian_phi"),
            _f("lda.11-gradients"),
            _f("lda-fig1", note="population gradient descent with these gradients"),
            ("fig1",)),
-    Result("thm-3.1", "SGM §2.6", "Thm 3.1",
+    Result("thm-3.1", "SGM docs/topics/lda.md#thm-31-the-effective-landscape", "Thm 3.1",
            "Every critical point of R̃ is a global minimiser; argmin R̃ = E₁ ∪ E₂.",
            _no("a convexity argument in (w, b, r) at fixed s, not an identity"),
            _f("gmtheory.lda.risk_eff", "gmtheory.lda.bayes_risk"),
            _f("lda.12-effective-landscape"),
            _f("lda-sweep", "lda-sgd", note="trained heads reach R* (excess risk)"),
            ("lda-sweep", "fig5")),
-    Result("lemma-3.2", "SGM §2.7", "Lemma 3.2",
+    Result("lemma-3.2", "SGM docs/topics/lda.md#lemma-32-regularity-of-phi", "Lemma 3.2",
            "DΦ is surjective iff m₁ ≠ −m₋₁ and v₂₁ ≠ 0.",
            _no("a rank statement; the Jacobian is symbolic in lda_effective "
                "(lemma_b10_residual) and its rank is measured numerically"),
            _f("gmtheory.lda.jacobian_phi"),
            _f("lda.13-phi-regularity"),
            _no("a property of the parametrisation")),
-    Result("thm-3.3", "SGM §2.8", "Thm 3.3, Lemma B.22",
+    Result("thm-3.3", "SGM docs/topics/lda.md#thm-33-strict-saddles", "Thm 3.3, Lemma B.22",
            "If m₁ ≠ −m₋₁, every critical point is a global minimiser or a strict saddle.",
            _no("the negative-curvature direction is checked numerically, not symbolically"),
            _f("gmtheory.lda.hessian"),
            _f("lda.14-strict-saddle"),
            _no("checked by the gradient-descent runs inside lda.14, not by a simulation")),
-    Result("prop-3.4", "SGM §2.9", "Prop. 3.4",
+    Result("prop-3.4", "SGM docs/topics/lda.md#prop-34-minimising-sequences-at-infinity",
+           "Prop. 3.4",
            "Minimising sequences at infinity: g_{ζ_R} → f* in L¹ as R → ∞.",
            _no("an asymptotic expansion in 1/R, checked numerically"),
            _f("gmtheory.lda.zeta_R"),
            _f("lda.15-minimising-sequence"),
            _no("a sequence of parameters, not a training run")),
-    Result("lemma-B.13", "SGM §2.10", "Prop. B.12, Lemma B.13, Prop. B.30",
+    Result("lemma-B.13", "SGM docs/topics/lda.md#prop-b12-and-lemma-b13-the-effective-hessian",
+           "Prop. B.12, Lemma B.13, Prop. B.30",
            "Kernels of the effective Hessian on E₁ (s ≠ 0, s = 0) and on E₂.",
            _no("kernel dimensions are measured numerically"),
            _f("gmtheory.lda.hess_eff"),
            _f("lda.16-effective-hessian"),
            _no("a property of the risk at its minimisers")),
-    Result("morse-bott", "SGM §2.10", "Lemma B.26 (Θ₁ Morse–Bott), Cor. B.31 (Θ₂ not)",
+    Result("morse-bott", "SGM docs/topics/lda.md#lemma-b26-the-regular-manifold-is-morse-bott",
+           "Lemma B.26 (Θ₁ Morse–Bott), Cor. B.31 (Θ₂ not)",
            "∇²R has d²+d−1 zero eigenvalues on Θ₁^reg, d²+d on Θ₂ where dim TΘ₂ = d².",
            _no("eigenvalue counts are measured numerically"),
            _f("gmtheory.lda.hessian"),
            _f("lda.17-morse-bott-theta1", "lda.18-not-morse-bott-theta2"),
            _f("lda-fig1", note="gradient descent near Θ₁ and Θ₂ (Fig. 1)"),
            ("fig1",)),
-    Result("thm-3.5", "SGM §2.11", "Thm 3.5",
+    Result("thm-3.5", "SGM docs/topics/lda.md#thm-35-local-convergence", "Thm 3.5",
            "Local exponential convergence of gradient flow near Θ₁^reg.",
            _no("a dynamical statement"),
            _f("gmtheory.lda.dist_E1", "gmtheory.lda.dist_E2"),
            _f("lda.19-figure1-convergence"),
            _f("lda-fig1", note="population gradient descent from Table 3's starts"),
            ("fig1",)),
-    Result("thm-3.6", "SGM §2.12", "Thm 3.6",
+    Result("thm-3.6", "SGM docs/topics/lda.md#thm-36-global-convergence-on-an-invariant-subspace",
+           "Thm 3.6",
            "From the invariant subspace T_K, gradient flow converges globally to w*.",
            _no("a dynamical statement"),
            _f("gmtheory.lda.krylov_basis", "gmtheory.lda.invariant_set_residual"),
            _f("lda.20-krylov-invariance", "lda.23-figures4-5-sgd"),
            _f("lda-sgd", note="SGD from the Fig. 4 and Fig. 5 initialisations"),
            ("fig4", "fig5")),
-    Result("prop-B.35", "SGM §2.12", "Prop. B.35",
+    Result("prop-B.35", "SGM docs/topics/lda.md#prop-b35-krylov-feasibility", "Prop. B.35",
            "K = R^d iff Γ has distinct eigenvalues and m meets every eigenspace.",
            _no("a linear-algebra fact, checked on examples"),
            _f("gmtheory.lda.krylov_basis"),
            _f("lda.21-krylov-dimension"),
            _no("a property of (Γ, m)")),
-    Result("lemma-B.32", "SGM §2.12", "Lemmas B.6, B.32",
+    Result("lemma-B.32", "SGM docs/topics/lda.md#lemmas-b32-and-b6-coercivity", "Lemmas B.6, B.32",
            "E[X₊] = μΦ(μ/σ) + σφ(μ/σ); L(w) ≥ C₁‖w‖ (coercivity).",
            _no("a Gaussian integral and an inequality, checked numerically"),
            _f("gmtheory.lda.reduced_loss", note="the reduced loss L(w); the constant C₁ "
               "is computed inside the check"),
            _f("lda.22-coercivity"),
            _no("a property of the loss")),
-    # ---------------------------------------------------------- SGM §3: denoising
-    Result("eq-10", "SGM §3.1", "Eq. (10), Prop. C.1",
+    # ---------------------------------------------------------- SGM: denoising
+    Result("eq-10", "SGM docs/topics/denoising.md#eqs-910-the-bayes-denoiser",
+           "Eq. (10), Prop. C.1",
            "Bayes denoiser f*(z) = ΓS⁻¹z + ξ²S⁻¹ Σ β_k(z) m_k (= Tweedie).",
            _f("denoising.posterior_mean_residual", "denoising.posterior_weight_residual",
               "denoising.tweedie_residual"),
            _f("gmtheory.denoising.bayes_denoiser", "gmtheory.denoising.tweedie_denoiser"),
            _f("denoising.24-bayes-denoiser"),
            _no("the target of learning; trained models of it are the Thm 4.1 rows")),
-    Result("eq-11", "SGM §3.1", "Eq. (11)",
+    Result("eq-11", "SGM docs/topics/denoising.md#eq-11-isotropic-equal-norm-means", "Eq. (11)",
            "Γ = γ²I and equal norms: the offsets cancel, β = softmax(log π + mᵀz/s).",
            _f("denoising.eq11_offset_residual", "denoising.eq11_linear_residual"),
            _f("gmtheory.denoising.bayes_denoiser", "gmtheory.denoising.posterior_weights"),
            _f("denoising.25-equal-norm-form"),
            _no("the target of learning")),
-    Result("noisy-prompt", "SGM §3.1", "Attention on μ_Z",
+    Result("noisy-prompt", "SGM docs/topics/denoising.md#attention-on-the-noisy-prompt",
+           "Attention on μ_Z",
            "T[μ_Z](z) = V S U z + V Σ α_k m_k (eq. (3) on the noisy prompt).",
            _f("attention_mgf.eq3_residual"),
            _f("gmtheory.denoising.heads_output", "gmtheory.denoising.noisy_mixture"),
            _f("denoising.26-attention-on-noisy-prompt"),
            _no(NO_LEARNING)),
-    Result("thm-4.1-i", "SGM §3.2–3.3", "Thm 4.1 (i), Prop. C.5 (App. C.6)",
+    Result("thm-4.1-i", "SGM docs/topics/denoising.md#thm-41-i-and-prop-c5-two-exact-heads",
+           "Thm 4.1 (i), Prop. C.5 (App. C.6)",
            "Two heads realise f* exactly: (C1)–(C3), non-collinear and opposite means.",
            _f("denoising.C1_residual", "denoising.C2_residual", "denoising.C3_residual",
               "denoising.two_head_exact_residual", "denoising.opposite_exact_residual"),
@@ -250,7 +264,9 @@ RESULTS: tuple[Result, ...] = (
            _f("denoise-fig2", "denoise-sweep",
               note="two heads trained by online SGD (Fig. 2) and over a phase diagram"),
            ("denoise-fig2", "denoise-phase")),
-    Result("thm-4.1-ii", "SGM §3.2", "Thm 4.1 (ii), Prop. C.4",
+    Result("thm-4.1-ii",
+           "SGM docs/topics/denoising.md#thm-41-ii-and-prop-c4-one-head-needs-equal-variances",
+           "Thm 4.1 (ii), Prop. C.4",
            "One head is exact iff γ² = ξ².",
            _f("denoising.single_head_solution_residual",
               "denoising.single_head_exchanged_residual",
@@ -259,7 +275,8 @@ RESULTS: tuple[Result, ...] = (
            _f("denoising.28-single-head"),
            _f("denoise-sweep", note="best single head (L-BFGS) over (ξ/γ, separation)"),
            ("denoise-phase", "denoise-fig2")),
-    Result("thm-4.1-iii", "SGM §3.2", "Thm 4.1 (iii), Prop. C.6",
+    Result("thm-4.1-iii", "SGM docs/topics/denoising.md#thm-41-iii-and-prop-c6-the-linear-gap",
+           "Thm 4.1 (iii), Prop. C.6",
            "Linear attention keeps a positive gap R(A*) − R(f*) = E‖A*Z − f*(Z)‖² > 0.",
            _f("denoising.normal_equations_residual", "denoising.risk_at_optimum_residual",
               "denoising.excess_identity_residual", "denoising.excess_gaussian_residual"),
@@ -269,13 +286,16 @@ RESULTS: tuple[Result, ...] = (
            _f("denoise-sweep", note="linear attention over the phase diagram; trained "
               "multi-head/two-layer linear networks run inside denoising.29"),
            ("denoise-phase", "denoise-fig2")),
-    Result("prop-C.3", "SGM §3.4", "Remark 4.2, Prop. C.3",
+    Result("prop-C.3", "SGM docs/topics/denoising.md#remark-42-and-prop-c3-degenerate-mixtures",
+           "Remark 4.2, Prop. C.3",
            "γ = 0: two heads (independent means) or one head (opposite means) are exact.",
            _f("denoising.degenerate_two_head_residual", "denoising.degenerate_one_head_residual"),
            _f("gmtheory.denoising.degenerate_construction"),
            _f("denoising.30-degenerate"),
            _no("constructed; the single-head optimisation runs inside denoising.30")),
-    Result("prop-4.3", "SGM §3.5", "Prop. 4.3",
+    Result("prop-4.3",
+           "SGM docs/topics/denoising.md#prop-43-the-denoising-to-clustering-transition",
+           "Prop. 4.3",
            "Iterating f*: collapse to the midpoint for λ ≤ 1, two stable fixed points "
            "±u_λ for λ > 1 (u = tanh(λ²u), λ²(1 − u²) < 1).",
            _f("denoising.line_map_residual", "denoising.derivative_residual",
@@ -284,7 +304,9 @@ RESULTS: tuple[Result, ...] = (
            _f("denoising.31-clustering-transition"),
            _f("denoise-iterates", note="iterated Bayes denoiser; nothing is trained"),
            ("denoise-fig3", "denoise-transition")),
-    Result("prop-4.4", "SGM §3.6", "Prop. 4.4",
+    Result("prop-4.4",
+           "SGM docs/topics/denoising.md#prop-44-in-context-denoising-with-residual-attention",
+           "Prop. 4.4",
            "Residual two-head attention with task-independent weights is the Bayes denoiser "
            "of every task.",
            _f("denoising.prop44_residual", "denoising.prop44_gate_residual"),
@@ -294,7 +316,8 @@ RESULTS: tuple[Result, ...] = (
               "tokens"),
            ("icl-denoising",)),
     # ------------------------------------------------------------- ICL reference
-    Result("icl-exact-error", "ICL §2", "Exact finite-d test error",
+    Result("icl-exact-error", "ICL docs/topics/icl.md#exact-test-error-of-a-fixed-gamma",
+           "Exact finite-d test error",
            "e(Γ) = 1 + ρ − (2/d) tr(Γ𝒜) + ((1+ρ)/d) tr(ΓᵀΓℬ) for any Γ.",
            _f("nonlinearity_noise.linear_target_residual",
               "nonlinearity_noise.trace_invariants_residual"),
@@ -302,7 +325,7 @@ RESULTS: tuple[Result, ...] = (
            _f("icl.03-exact-error-vs-monte-carlo"),
            _f("icl-finite-d", note="ridge-pretrained Γ* evaluated with it"),
            ("icl-finite-d",)),
-    Result("icl-mp", "ICL §3", "Marchenko–Pastur M_κ",
+    Result("icl-mp", "ICL docs/topics/icl.md#marchenko-pastur-resolvent", "Marchenko–Pastur M_κ",
            "M = (x + 1/(1 + M/κ))⁻¹, M_κ(x) = 2/(x + 1 − 1/κ + √(…)), M_∞ = 1/(1+x).",
            _f("icl_asymptotics.fixed_point_form_residual",
               "icl_asymptotics.M_kappa_root_residual", "icl_asymptotics.dM_kappa_residual",
@@ -310,7 +333,7 @@ RESULTS: tuple[Result, ...] = (
            _f("gmtheory.icl.M_kappa", "gmtheory.icl.dM_kappa"),
            _f("icl.01-marchenko-pastur"),
            _no("a spectral property of the task pool; nothing to learn")),
-    Result("icl-ridge", "ICL §3", "Ridge equation and ridge e_ICL",
+    Result("icl-ridge", "ICL docs/topics/icl.md#ridge-equation", "Ridge equation and ridge e_ICL",
            "ε is the root of 1 − τ + τλ/ε − ε M_κ(q + ε) = 0; e_ICL(ε).",
            _f("icl_asymptotics.feature_covariance_residual",
               "icl_asymptotics.ridge_rearrangement_residual",
@@ -319,7 +342,8 @@ RESULTS: tuple[Result, ...] = (
            _f("icl.02-consistency-limits", "icl.04-simulation-approaches-theory"),
            _f("icl-double-descent", "icl-finite-d", note="ridge pretraining simulations"),
            ("icl-double-descent", "icl-finite-d")),
-    Result("icl-ridgeless", "ICL §3", "Ridgeless e_ICL, e_IDG, g_task",
+    Result("icl-ridgeless", "ICL docs/topics/icl.md#ridgeless-errors",
+           "Ridgeless e_ICL, e_IDG, g_task",
            "Closed forms on both sides of τ = 1; double descent, non-monotone α, the κ "
            "transition.",
            _no("transcribed from Lu et al.; only their τ → ∞ limit is derived "
@@ -330,35 +354,38 @@ RESULTS: tuple[Result, ...] = (
            _f("icl-double-descent", "icl-alpha", "icl-gtask",
               note="ridge pretraining simulations"),
            ("icl-double-descent", "icl-alpha", "icl-gtask")),
-    Result("icl-limit", "ICL §3", "τ, κ → ∞ limit",
+    Result("icl-limit", "ICL docs/topics/icl.md#asymptotic-theory", "τ, κ → ∞ limit",
            "e_ICL → ρ + (1 + ρ)/(α + 1 + ρ).",
            _f("icl_asymptotics.ridge_tau_limit_residual", "icl_asymptotics.limit_large_residual",
               "icl_asymptotics.ridgeless_icl_limit_residual"),
            _f("gmtheory.icl.limit_large"),
            _f("icl.02-consistency-limits"),
            _no("a limit of the theory; no finite simulation reaches it")),
-    Result("icl-dmmse", "ICL §3", "dMMSE",
+    Result("icl-dmmse", "ICL docs/topics/icl.md#dmmse", "dMMSE",
            "Posterior mean of y over a uniform prior on the finite task pool.",
            _no("a posterior over a finite pool, no closed form to derive"),
            _no("no closed form: estimated by Monte Carlo (gmtheory.icl.dmmse_error)"),
            _f("icl.07-authors-quick-figure-d10"),
            _f("icl-gtask", note="beside the pretrained model's g_task"),
            ("icl-gtask",)),
-    Result("hermite-coefficients", "ICL §4", "Hermite coefficients",
+    Result("hermite-coefficients", "ICL docs/topics/icl.md#hermite-coefficients",
+           "Hermite coefficients",
            "c_k and E f² of ReLU, sign, |z|, z², z³, erf, sin, cos.",
            _f("hermite_closed_forms.relu", "hermite_closed_forms.sign",
               "hermite_closed_forms.abs", "hermite_closed_forms.erf"),
            _f("gmtheory.derivations.hermite_closed_forms.numeric"),
            _f("hermite.01-closed-forms", "hermite.02-parseval-and-stein"),
            _no("properties of fixed functions; nothing to learn")),
-    Result("erf-square", "ICL §4", "E erf(z)² = (2/π) arcsin(2/3)",
+    Result("erf-square", "ICL docs/topics/icl.md#hermite-coefficients",
+           "E erf(z)² = (2/π) arcsin(2/3)",
            "From E erf(az)erf(bz) = (2/π) arcsin(2ab/√((1+2a²)(1+2b²))).",
            _f("nonlinearity_noise.erf_derivative_residual",
               "nonlinearity_noise.erf_square_residual"),
            _f("gmtheory.derivations.nonlinearity_noise.erf_square_moment"),
            _f("hermite.01-closed-forms"),
            _no("a Gaussian integral; nothing to learn")),
-    Result("icl-nonlinear-error", "ICL §5", "Exact error for y = f(xᵀw) + ε",
+    Result("icl-nonlinear-error", "ICL docs/topics/icl.md#the-nonlinearity-noise-equivalence",
+           "Exact error for y = f(xᵀw) + ε",
            "e = m₂ − (2/d)[c₁² tr(Γ₁R̂) + c₁m₂ γᵀμ̂] + (1/d) tr(ΓᵀΓB).",
            _f("nonlinearity_noise.label_moments_residual",
               "nonlinearity_noise.trace_invariants_residual"),
@@ -366,7 +393,8 @@ RESULTS: tuple[Result, ...] = (
            _f("icl.03-exact-error-vs-monte-carlo"),
            _f("icl-equivalence", note="Γ* pretrained on nonlinear targets"),
            ("icl-equivalence",)),
-    Result("icl-equivalence", "ICL §5", "Nonlinearity–noise equivalence",
+    Result("icl-equivalence", "ICL docs/topics/icl.md#the-nonlinearity-noise-equivalence",
+           "Nonlinearity–noise equivalence",
            "f acts as the linear target c₁z plus noise ρ_eff = E f² + σ² − c₁² (− c₀² "
            "when centred), up to O(1/ℓ) terms.",
            _f("nonlinearity_noise.rho_eff_uncentred_residual",
@@ -376,13 +404,15 @@ RESULTS: tuple[Result, ...] = (
            _f("hermite.03-effective-noise", "icl.05-nonlinearity-noise-equivalence"),
            _f("icl-equivalence", note="pretraining on f and on its linear equivalent"),
            ("icl-equivalence",)),
-    Result("icl-c1-zero", "ICL §5", "c₁ = 0: nothing learnable",
+    Result("icl-c1-zero", "ICL docs/topics/icl.md#nothing-learnable-when-c1-0",
+           "c₁ = 0: nothing learnable",
            "The ridgeless error is m₂τ/(τ−1) (τ > 1) or m₂/(1−τ) (τ < 1).",
            _no("the c₁ = 0 case of the equivalence; not derived separately"),
            _no("the formula is evaluated inside the check icl.06"),
            _f("icl.06-nothing-learnable"),
            _no("pretraining runs inside icl.06; no registered simulation")),
-    Result("icl-nonlinear-kappa", "ICL §3, §5", "Equivalence across task diversity",
+    Result("icl-nonlinear-kappa", "ICL docs/topics/icl.md#the-nonlinearity-noise-equivalence",
+           "Equivalence across task diversity",
            "For y = f(xᵀw) + ε, g_task(κ) ≈ c₁² g_Lu(κ; ρ_eff/c₁²): the memorisation → ICL "
            "transition moves with f only through ρ_eff/c₁²; with c₁ = 0 nothing is learnable "
            "at any κ.",
@@ -393,7 +423,8 @@ RESULTS: tuple[Result, ...] = (
               "κ from 0.1 to 100"),
            ("icl-nonlinear-kappa",)),
     # ------------------------------------------------------------------ R2S reference
-    Result("relu-block", "R2S", "ReLU from one head",
+    Result("relu-block", "R2S docs/topics/approx.md#relu-from-one-head-over-two-keys",
+           "ReLU from one head",
            "sup_t |t σ(βt) − ReLU(t)| = c/β, c = W(1/e) ≈ 0.2785.",
            _f("relu_softmax.maximiser_residual", "relu_softmax.constant_residual"),
            _f("gmtheory.approx.relu", "gmtheory.approx.relu_bound"),
@@ -402,7 +433,8 @@ RESULTS: tuple[Result, ...] = (
               note="measured construction; trained attention-ReLU networks of the same "
                    "size"),
            ("approx-rates", "approx-trained")),
-    Result("interpolation-head", "R2S", "Interpolation head",
+    Result("interpolation-head", "R2S docs/topics/approx.md#interpolation-head",
+           "Interpolation head",
            "p anchors approximate clip(y, a, b) within h + 2(b − a)q/(1 − q).",
            _f("relu_softmax.left_gap_residual", "relu_softmax.right_gap_residual",
               "relu_softmax.geometric_residual"),
@@ -410,7 +442,7 @@ RESULTS: tuple[Result, ...] = (
            _f("approx.interpolation-head"),
            _f("approx-rates", note="measured construction; nothing trained"),
            ("approx-rates",)),
-    Result("max-one-head", "R2S", "max/min with one head",
+    Result("max-one-head", "R2S docs/topics/approx.md#max-and-min", "max/min with one head",
            "0 ≤ max − Σ softmax(βx)_i x_i ≤ log(n)/β.",
            _f("relu_softmax.entropy_identity_residual", "relu_softmax.kl_identity_residual",
               "relu_softmax.family_constant_residual"),
@@ -418,14 +450,14 @@ RESULTS: tuple[Result, ...] = (
            _f("approx.max-one-head"),
            _f("approx-rates", note="measured construction; nothing trained"),
            ("approx-rates",)),
-    Result("max-relu-tree", "R2S", "max by a ReLU tree",
+    Result("max-relu-tree", "R2S docs/topics/approx.md#max-and-min", "max by a ReLU tree",
            "max(x, y) = y + ReLU(x − y), depth ⌈log₂ n⌉, error ⌈log₂ n⌉ c/β.",
            _no("the ReLU constant composed with the 1-Lipschitz max; no new constant"),
            _f("gmtheory.approx.max_relu_tree", "gmtheory.approx.max_relu_tree_bound"),
            _f("approx.max-relu-tree"),
            _f("approx-rates", note="measured construction; nothing trained"),
            ("approx-rates",)),
-    Result("square", "R2S", "x² (Yarotsky)",
+    Result("square", "R2S docs/topics/approx.md#multiplication-yarotsky", "x² (Yarotsky)",
            "x − Σ_{s≤m} g_s(x)/4^s within 4^-(m+1) + 8c/β.",
            _f("relu_softmax.hat_recursion_residual", "relu_softmax.square_series_residual"),
            _f("gmtheory.approx.square", "gmtheory.approx.square_bound"),
@@ -433,14 +465,14 @@ RESULTS: tuple[Result, ...] = (
            _f("approx-rates", "approx-trained",
               note="measured construction; trained networks of the same size"),
            ("approx-rates", "approx-trained")),
-    Result("multiply", "R2S", "xy",
+    Result("multiply", "R2S docs/topics/approx.md#multiplication-yarotsky", "xy",
            "xy = 2 sq((x+y)/2) − sq(x)/2 − sq(y)/2 within 3× the squaring bound.",
            _no("the polarisation identity with coefficients 2 + ½ + ½; no new constant"),
            _f("gmtheory.approx.multiply", "gmtheory.approx.multiply_bound"),
            _f("approx.multiply"),
            _f("approx-rates", note="measured construction; nothing trained"),
            ("approx-rates",)),
-    Result("reciprocal-pl", "R2S", "1/x piecewise linear",
+    Result("reciprocal-pl", "R2S docs/topics/approx.md#reciprocal-on-a-1", "1/x piecewise linear",
            "n attention-ReLUs within (1−a)²/(4a³n²) + TV·c/β on [a, 1].",
            _no("the interpolation error h² max|f''|/8 is standard; not derived here"),
            _f("gmtheory.approx.reciprocal_pl", "gmtheory.approx.reciprocal_pl_bound"),
@@ -448,7 +480,7 @@ RESULTS: tuple[Result, ...] = (
            _f("approx-rates", "approx-trained",
               note="measured construction; trained networks of the same size"),
            ("approx-rates", "approx-trained")),
-    Result("reciprocal-newton", "R2S", "1/x by Newton",
+    Result("reciprocal-newton", "R2S docs/topics/approx.md#reciprocal-on-a-1", "1/x by Newton",
            "y ← y(2 − xy) with attention products: R_{k+1} = R_k² + δ.",
            _f("relu_softmax.newton_residual"),
            _f("gmtheory.approx.reciprocal_newton", "gmtheory.approx.reciprocal_newton_bound"),
@@ -456,7 +488,8 @@ RESULTS: tuple[Result, ...] = (
            _f("approx-rates", note="measured construction; nothing trained"),
            ("approx-rates",)),
     # ------------------------------------------------------------------ GMA layer
-    Result("gma-prompt-limit", "GMA", "GMA's infinite-prompt limit",
+    Result("gma-prompt-limit", "GMA docs/topics/gma.md#gaussian-mixture-attention-gmtheorygma",
+           "GMA's infinite-prompt limit",
            "On L i.i.d. tokens from μ, the GMA head's output tends to "
            "r(q)ᵀ E[r(x) vᵀ] / r(q)ᵀ E[r(x)] at the L^-1/2 rate (delta method).",
            _no("the law of large numbers for a ratio of two sample means; no new algebra"),
@@ -469,11 +502,13 @@ RESULTS: tuple[Result, ...] = (
 )
 
 NOT_LISTED = (
-    "`gma.md` (Gaussian Mixture Attention) is a layer this project defines; its only "
+    "Gaussian Mixture Attention (`docs/topics/gma.md#gaussian-mixture-attention-gmtheorygma`) "
+    "is a layer this project defines; its only "
     "numbered-style statement here is the infinite-prompt limit above (layer tests: "
     "`tests/test_gma.py`; benchmark: `gmtheory bench gma`).",
-    "SGM §8 (clean-context denoising, Smart et al.) is an external comparison, run by the "
-    "`clean-context` simulation.",
+    "Clean-context denoising (Smart, Bietti and Sengupta; "
+    "`docs/topics/denoising.md#clean-context-denoising-smart-bietti-and-sengupta`) is an "
+    "external comparison, run by the `clean-context` simulation.",
 )
 
 
@@ -541,6 +576,13 @@ def _cell(form: Form, fmt: Callable[[str], str]) -> str:
     return text + (f" *({form.note})*" if form.note else "")
 
 
+def _reference_cell(reference: str) -> str:
+    """``"SGM docs/topics/lda.md#thm-35-local-convergence"`` -> the key, then the pointer
+    in a code span."""
+    key, _, pointer = reference.partition(" ")
+    return f"{key}, `{pointer}`" if pointer else key
+
+
 def four_forms_markdown(link: Callable[[str], str] | None = None) -> str:
     """The table "four forms per result" as Markdown.
 
@@ -560,7 +602,9 @@ def four_forms_markdown(link: Callable[[str], str] | None = None) -> str:
         "root finding) and the **trained model or simulation** (`gmtheory run`). A dash "
         "marks an absent form, with the reason. `tests/test_catalog.py` checks that every "
         "name below exists.", "",
-        "References: " + ", ".join(f"{k} = `{v}`" for k, v in REFERENCES.items()) + ".", "",
+        "References: " + "; ".join(f"{k} = {v}" for k, v in REFERENCES.items())
+        + " (`docs/index.md#references`). The reference column names the heading of the "
+        "documentation that states the result.", "",
     ]
     counts = {f: sum(getattr(r, f).present for r in RESULTS) for f in FORMS}
     n = len(RESULTS)
@@ -575,7 +619,7 @@ def four_forms_markdown(link: Callable[[str], str] | None = None) -> str:
     math = lambda s: esc(s).replace("[", "\\[").replace("]", "\\]")  # T[mu](z) is no link
     for r in RESULTS:
         lines.append(" | ".join([
-            f"| **{esc(r.label)}**", r.reference, math(r.statement),
+            f"| **{esc(r.label)}**", _reference_cell(r.reference), math(r.statement),
             esc(_cell(r.derivation, deriv)), esc(_cell(r.closed_form, code)),
             esc(_cell(r.estimate, code)), esc(_cell(r.trained, code)),
             ", ".join(code(f) for f in r.figures) or "—"]) + " |")

@@ -40,7 +40,8 @@ def test_every_registered_check_is_cited(registries):
 
 
 def test_problems_reports_a_false_entry():
-    bad = catalog.Result("x", "SGM §0", "X", "made up", catalog._f("denoising.nope_residual"),
+    bad = catalog.Result("x", "SGM docs/topics/lda.md", "X", "made up",
+                         catalog._f("denoising.nope_residual"),
                          catalog._f("gmtheory.denoising.no_such_function"),
                          catalog._f("no.such-check"), catalog._f("no-such-sim"), ("no-fig",))
     old = catalog.RESULTS

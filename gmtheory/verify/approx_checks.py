@@ -1,4 +1,4 @@
-"""Checks for the ReLU -> softmax constructions (relu-to-softmax.md).
+"""Checks for the ReLU -> softmax constructions (docs/topics/approx.md).
 
 Each check measures the sup error of an explicit construction (evaluated through the
 finite-prompt attention operator) against the exact target, requires it to stay
@@ -64,7 +64,7 @@ def _semilog(target, expected_per_level, tol, why):
     "approx.relu-two-key-head",
     "One softmax head over two keys gives t*sigma(beta t) with sup error exactly c/beta "
     "(c ~ 0.2785): measured <= bound and error slope -1 in beta.",
-    "relu-to-softmax.md, building blocks",
+    "docs/topics/approx.md#relu-from-one-head-over-two-keys",
 )
 def check_relu():
     return _loglog("relu", -1.0, 0.01, "beta (grid includes the maximiser; exact c/beta)")
@@ -74,7 +74,7 @@ def check_relu():
     "approx.interpolation-head",
     "The p-anchor interpolation head approximates clip(y, -1, 1) within the derived bound "
     "h + 2(b-a)q/(1-q), and its error decays like 1/p.",
-    "relu-to-softmax.md, interpolation variant",
+    "docs/topics/approx.md#interpolation-head",
 )
 def check_interpolation():
     r = measure("interpolation")
@@ -90,7 +90,7 @@ def check_interpolation():
     "approx.max-one-head",
     "One head over n = 8 scores: 0 <= max - sum softmax(beta x)_i x_i <= log(n)/beta on "
     "random and adversarial inputs, and the worst-case error decays like 1/beta.",
-    "relu-to-softmax.md, max/min",
+    "docs/topics/approx.md#max-and-min",
 )
 def check_max_one_head():
     return _loglog("max-one-head", -1.0, 0.1,
@@ -101,7 +101,7 @@ def check_max_one_head():
     "approx.max-relu-tree",
     "max over n = 8 inputs by a depth-3 tree of attention-ReLUs stays within 3c/beta, "
     "with error slope -1 in beta.",
-    "relu-to-softmax.md, max/min",
+    "docs/topics/approx.md#max-and-min",
 )
 def check_max_tree():
     return _loglog("max-relu-tree", -1.0, 0.1, "beta (4096 random inputs)")
@@ -111,7 +111,7 @@ def check_max_tree():
     "approx.square-yarotsky",
     "Yarotsky's sawtooth with m levels of attention-ReLU hats approximates x^2 on [0,1] "
     "within 4^-(m+1) + 8c/beta, and log error falls by log 4 per level.",
-    "relu-to-softmax.md, multiplication",
+    "docs/topics/approx.md#multiplication-yarotsky",
 )
 def check_square():
     return _semilog("square", -math.log(4.0), 0.05, "level m (expected -log 4)")
@@ -121,7 +121,7 @@ def check_square():
     "approx.multiply",
     "xy = 2 sq((x+y)/2) - sq(x)/2 - sq(y)/2 with attention squarings stays within 3x the "
     "squaring bound on [0,1]^2, and log error falls by about log 4 per level.",
-    "relu-to-softmax.md, multiplication",
+    "docs/topics/approx.md#multiplication-yarotsky",
 )
 def check_multiply():
     return _semilog("multiply", -math.log(4.0), 0.15, "level m (expected -log 4)")
@@ -131,7 +131,7 @@ def check_multiply():
     "approx.reciprocal-pl",
     "1/x on [1/4, 1] by n attention-ReLUs (piecewise-linear interpolation) stays within "
     "(1-a)^2/(4a^3 n^2) + TV c/beta, with error slope -2 in n.",
-    "relu-to-softmax.md, reciprocal",
+    "docs/topics/approx.md#reciprocal-on-a-1",
 )
 def check_reciprocal_pl():
     return _loglog("reciprocal-pl", -2.0, 0.1, "n (beta = 1e9 makes the attention term negligible)")
@@ -141,7 +141,7 @@ def check_reciprocal_pl():
     "approx.reciprocal-newton",
     "Newton steps y <- y(2 - xy) built on attention multiplication (m = 10) stay within the "
     "perturbed-Newton bound R_k/a, R_{k+1} = R_k^2 + delta, at every step.",
-    "relu-to-softmax.md, reciprocal",
+    "docs/topics/approx.md#reciprocal-on-a-1",
 )
 def check_reciprocal_newton():
     r = measure("reciprocal-newton")

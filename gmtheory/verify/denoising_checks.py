@@ -1,4 +1,4 @@
-"""Checks 24–33 of reference §6: Bayes denoising with softmax attention."""
+"""Checks 24–33: Bayes denoising with softmax attention (docs/topics/denoising.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from ._registry import Outcome, agreement, count, lower_bound, register_check, u
 from ._registry import rel_error as _rel
 
 SEED = 20261203
-FIG2 = D.FIG2  # Figure 2 parameters (reference §4.6), defined once in the library
+FIG2 = D.FIG2  # Figure 2 parameters, defined once in the library
 
 
 @register_check(
@@ -28,7 +28,7 @@ FIG2 = D.FIG2  # Figure 2 parameters (reference §4.6), defined once in the libr
     "Eq. (10) equals the Tweedie form z + xi^2 grad log p_Z (autodiff), a Gauss-Hermite "
     "posterior mean (d=2) and an importance-sampled posterior mean (within 5 SE), and has "
     "the limits of Remark C.2.",
-    "§3.1, §6 check 24",
+    "docs/topics/denoising.md#eqs-910-the-bayes-denoiser",
 )
 def check_bayes():
     key = stream_key(SEED, "c24")
@@ -79,7 +79,7 @@ def check_bayes():
     "denoising.25-equal-norm-form",
     "With Gamma = gamma^2 I and equal-norm means, eq. (10) equals eq. (11) (the offsets "
     "-m^T S^-1 m / 2 are equal and cancel); with unequal norms they differ.",
-    "§3.1, §6 check 25",
+    "docs/topics/denoising.md#eq-11-isotropic-equal-norm-means",
 )
 def check_eq11():
     key = stream_key(SEED, "c25")
@@ -113,7 +113,7 @@ def check_eq11():
     "denoising.26-attention-on-noisy-prompt",
     "T[mu_Z](z) = V S U z + V sum_k alpha_k m_k (eq. (3) on the noisy prompt) matches "
     "softmax attention over 10^6 noisy tokens within 5 delta-method SEs.",
-    "§3.1, §6 check 26",
+    "docs/topics/denoising.md#attention-on-the-noisy-prompt",
 )
 def check_noisy_prompt():
     mix, xi = D.figure2_mixture(0.4)
@@ -142,7 +142,7 @@ def check_noisy_prompt():
     "Thm 4.1 (i): the App. C.6 two-head constructions (non-collinear and opposite means) "
     "reproduce f* to 1e-12 for random gamma, xi, pi and d in {2, 3, 5}, and satisfy "
     "(C1), (C2)/(C2') and (C3).",
-    "§3.3, §6 check 27",
+    "docs/topics/denoising.md#thm-41-i-and-prop-c5-two-exact-heads",
 )
 def check_two_heads():
     key = stream_key(SEED, "c27")
@@ -190,7 +190,7 @@ def check_two_heads():
     "Figure 2 parameters (gamma^2 = 1 != xi^2 = 4) the best of 50 L-BFGS single-head "
     "fits keeps an excess risk far above the two-head construction's (<= 1e-10); "
     "conditions (1)-(3) of Prop. C.4 force gamma^2 = xi^2 symbolically.",
-    "§3.2, §6 check 28",
+    "docs/topics/denoising.md#thm-41-ii-and-prop-c4-one-head-needs-equal-variances",
 )
 def check_single_head():
     key = stream_key(SEED, "c28")
@@ -235,7 +235,7 @@ def check_single_head():
     "Thm 4.1 (iii): the linear gap R(A*) - R(f*) is positive (Figure 2 parameters), equals "
     "E|A* Z - f*(Z)|^2, matches Monte Carlo, and trained multi-head / two-layer linear "
     "attention never goes below it.",
-    "§3.2, §6 check 29",
+    "docs/topics/denoising.md#thm-41-iii-and-prop-c6-the-linear-gap",
 )
 def check_linear_gap():
     mix, xi = D.figure2_mixture()
@@ -300,7 +300,7 @@ def check_linear_gap():
     "Prop. C.3 (gamma = 0): the two-head construction (independent means) and the "
     "one-head construction (opposite means) reproduce f* = sum beta_k m_k; one head "
     "cannot for independent means in d = 2 (optimisation stays away from 0).",
-    "§3.4, §6 check 30",
+    "docs/topics/denoising.md#remark-42-and-prop-c3-degenerate-mixtures",
 )
 def check_degenerate():
     key = stream_key(SEED, "c30")
@@ -336,7 +336,7 @@ def check_degenerate():
     "Prop. 4.3: iterating f* (gamma = 0, m1 = -m2 = (0,3)) collapses to 0 for lambda <= 1 "
     "(|u_n| ~ sqrt(3/(2n)) at lambda = 1), and converges to ±u_lambda (0,3) by the sign "
     "of z_2 for lambda > 1, with contraction lambda^2 (1 - u_lambda^2) < 1.",
-    "§3.5, §6 check 31",
+    "docs/topics/denoising.md#prop-43-the-denoising-to-clustering-transition",
 )
 def check_transition():
     m = jnp.array([[0.0, 3.0], [0.0, -3.0]])
@@ -407,7 +407,7 @@ def check_transition():
     "(L = 1e2..3e4) the excess at a fixed query decays like 1/L (log-log slope -1 within 5 "
     "Monte Carlo SE); the reference expects the same slope -1 averaged over queries "
     "z ~ mu_Z, which is tested as its claim (a FINDING if it does not hold).",
-    "§3.6, §5, §6 check 32",
+    "docs/topics/denoising.md#prop-44-in-context-denoising-with-residual-attention",
 )
 def check_residual_icl():
     key = stream_key(SEED, "c32")
@@ -479,7 +479,7 @@ def check_residual_icl():
                   "the MSE of a self-normalised estimator with an L^-1/2 error has log-log "
                   "slope -1; |slope + 1| in units of its Monte Carlo SE (propagated from the "
                   "per-L SE of 32 prompts) within 5", name="fixed-query |slope + 1| / SE"),
-        agreement(z_avg_rate, 5.0, "the reference (§6 item 32) expects the query-averaged "
+        agreement(z_avg_rate, 5.0, "the reference expects the query-averaged "
                   "excess to decay like 1/L: |slope + 1| / SE within 5",
                   name="query-averaged |slope + 1| / SE", finding=_AVG_RATE_FINDING),
         details={"max_rel_error": worst, "max_excess_gh": excess,
@@ -520,7 +520,7 @@ def _rate(Ls, sq):
     "batches of 64 fresh Z ~ mu_Z, 4 seeds x 4000 steps) reach a Gauss-Hermite excess risk "
     "(mean of the last 10 evaluations, 200 steps) below the best single head's (10 L-BFGS "
     "starts) and below the linear-attention gap, on every seed.",
-    "§4.6, §6 check 33",
+    "docs/topics/denoising.md#figure-2-learning-two-heads",
 )
 def check_figure2_two_heads():
     key = stream_key(SEED, "c33")

@@ -1,4 +1,4 @@
-"""Hermite expansion checks (``linear-attention-icl.md`` §4): adaptive quadrature against
+"""Hermite expansion checks (docs/topics/icl.md#hermite-coefficients): adaptive quadrature against
 sympy closed forms, Parseval, Stein's identity and the effective noise."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ._registry import Outcome, agreement, register_check
     "hermite.01-closed-forms",
     "Adaptive Gauss-Hermite (piecewise Gauss-Legendre at kinks) reproduces the sympy closed "
     "forms of c_0..c_3 and E f^2 for ReLU, sign, |z|, z^2, z^3, erf, sin and cos.",
-    "linear-attention-icl.md §4",
+    "docs/topics/icl.md#hermite-coefficients",
 )
 def check_closed_forms():
     ref = hcf.numeric()
@@ -40,7 +40,7 @@ def check_closed_forms():
     "sum_k k! c_k^2 -> E f^2 (tanh, softplus, erf: truncation at k = 80 below 1e-8; ReLU: "
     "the tail decays as k^-3/2, fitted over k = 10..80), and c_1 = E f'(z) (Stein) against "
     "scipy.quad.",
-    "linear-attention-icl.md §4",
+    "docs/topics/icl.md#hermite-coefficients",
 )
 def check_parseval_stein():
     phi = lambda z: np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)
@@ -86,7 +86,7 @@ def check_parseval_stein():
     "hermite.03-effective-noise",
     "rho_eff = E f^2 + sigma^2 - c_1^2 (and - c_0^2 when centred) equals the variance of "
     "the residual y - c_1 z (y - c_0 - c_1 z) computed by quadrature of the residual itself.",
-    "linear-attention-icl.md §5",
+    "docs/topics/icl.md#the-nonlinearity-noise-equivalence",
 )
 def check_effective_noise():
     det, worst = {}, 0.0

@@ -1,4 +1,4 @@
-"""Linear-attention ICL checks (``linear-attention-icl.md`` §2–5): formula consistency,
+"""Linear-attention ICL checks (docs/topics/icl.md): formula consistency,
 exact finite-d errors against Monte Carlo, simulation against theory, and the Hermite
 nonlinearity–noise equivalence."""
 
@@ -21,7 +21,7 @@ SEED = 20261205
     "icl.01-marchenko-pastur",
     "M_kappa matches (1/d) tr(xI + W^T W / k)^-1 of a sampled pool (d = 600), satisfies its "
     "fixed point M = (x + 1/(1 + M/kappa))^-1, and dM_kappa matches central differences.",
-    "linear-attention-icl.md §3",
+    "docs/topics/icl.md#marchenko-pastur-resolvent",
 )
 def check_mp():
     det, fixed_worst, fd_worst, sampled_worst = {}, 0.0, 0.0, 0.0
@@ -66,7 +66,7 @@ def _large_limit_slope(alpha, rho):
     "Ridge e_ICL -> ridgeless as lambda -> 0 on both sides of tau = 1; tau, kappa -> inf gives "
     "rho + (1+rho)/(alpha+1+rho); kappa = inf makes IDG = ICL; the root of the ridge equation "
     "is a root.",
-    "linear-attention-icl.md §3",
+    "docs/topics/icl.md#asymptotic-theory",
 )
 def check_limits():
     det = {}
@@ -151,11 +151,12 @@ def _moments(f, kinks, rho):
 
 @register_check(
     "icl.03-exact-error-vs-monte-carlo",
-    "The exact finite-d test error e(Gamma) (§2; §5 for y = ReLU(z) + eps) of random Gamma "
-    "equals a Monte Carlo over sampled prompts (ICL test with sphere tasks, IDG test) within "
-    "5 SE; the nonlinear "
+    "The exact finite-d test error e(Gamma) (and its nonlinear form for y = ReLU(z) + eps) of "
+    "random Gamma equals a Monte Carlo over sampled prompts (ICL test with sphere tasks, IDG "
+    "test) within 5 SE; the nonlinear "
     "formula with f(z) = z reduces to the linear one.",
-    "linear-attention-icl.md §2, §5",
+    "docs/topics/icl.md#exact-test-error-of-a-fixed-gamma; "
+    "docs/topics/icl.md#the-nonlinearity-noise-equivalence",
 )
 def check_exact_error():
     d, ell, rho = 6, 9, 0.2
@@ -203,7 +204,7 @@ def _sim_error(key, d, alpha, tau, kappa, rho, lam, trials, f=None, mom=None):
     "Pretraining simulations (ridge, exact test error) at d = 16 and d = 48 approach the "
     "asymptotic ridge e_ICL, with the gap shrinking like 1/d (alpha = 2, tau = 2, "
     "kappa = 1, rho = 0.1, lambda = 1e-3).",
-    "linear-attention-icl.md §3",
+    "docs/topics/icl.md#ridge-equation",
 )
 def check_sim_theory():
     alpha, tau, kappa, rho, lam = 2.0, 2.0, 1.0, 0.1, 1e-3
@@ -237,7 +238,7 @@ EQUIV_FS = {"relu": (lambda z: np.maximum(z, 0.0), (0.0,)), "sign": (np.sign, (0
     "target and on the equivalent linear target c1 z + N(0, rho_eff) give the same test "
     "error, both close to c1^2 e_Lu(rho_eff / c1^2, lambda / c1^2) (plus c0^2 + V_res on "
     "the query side), and the agreement improves from d = 16 to d = 40.",
-    "linear-attention-icl.md §5",
+    "docs/topics/icl.md#the-nonlinearity-noise-equivalence",
 )
 def check_equivalence():
     alpha, tau, kappa, rho, lam = 2.0, 2.0, np.inf, 0.1, 1e-3
@@ -284,7 +285,7 @@ def check_equivalence():
     "icl.06-nothing-learnable",
     "With c1 = 0 (|z|, z^2) the near-ridgeless pretrained error is m2 tau/(tau-1) for "
     "tau > 1 (here tau = 3, d = 24): linear attention learns nothing.",
-    "linear-attention-icl.md §5",
+    "docs/topics/icl.md#nothing-learnable-when-c1-0",
 )
 def check_c1_zero():
     alpha, tau, rho, lam = 2.0, 3.0, 0.1, 1e-6
@@ -308,7 +309,7 @@ def check_c1_zero():
     "Rerunning the authors' quick-figure protocol at d = 10 (12 kappa, alpha = tau = 10, "
     "rho = 0.01, lambda = 1e-6, 20 trials) reproduces their saved g_task means within the "
     "combined standard errors (shipped data, Lu et al. 2025).",
-    "linear-attention-icl.md §6-7",
+    "docs/topics/icl.md#the-authors-quick-figure",
 )
 def check_authors_d10():
     row = icl.quick_figure(10, trials=20, draws=400)

@@ -1,7 +1,8 @@
-"""The nonlinearity–noise equivalence across task diversity (``linear-attention-icl.md`` §3
-and §5; issue #19): g_task of ridge-pretrained linear attention on ``y = f(x^T w) + eps``
-against its equivalent linear target and the scaled d -> infinity theory, below and above
-the memorisation -> in-context-learning transition in kappa."""
+"""The nonlinearity–noise equivalence across task diversity
+(docs/topics/icl.md#the-nonlinearity-noise-equivalence; issue #19): g_task of
+ridge-pretrained linear attention on ``y = f(x^T w) + eps`` against its equivalent linear
+target and the scaled d -> infinity theory, below and above the memorisation ->
+in-context-learning transition in kappa."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ ALPHA, TAU, RHO, LAM = 10.0, 2.0, 0.01, 1e-6
 KAPPAS = (0.2, 3.0)          # theory kappa_1/2 ~ 0.6: one point on each side
 FS = ("relu", "sign", "erf", "abs")
 DS, TRIALS = (24, 48), 6
-# §5: nonlinear and equivalent-linear errors agree "within a few percent at d = 40" (5 %, as
-# icl.05) and O(1/d) closer beyond, so each of e_ICL, e_IDG within 0.05 (40/d) relative and
-# g_task = e_ICL - e_IDG within 0.05 (40/d) (e_ICL + e_IDG)
+# The reference: nonlinear and equivalent-linear errors agree "within a few percent at
+# d = 40" (5 %, as icl.05) and O(1/d) closer beyond, so each of e_ICL, e_IDG within
+# 0.05 (40/d) relative and g_task = e_ICL - e_IDG within 0.05 (40/d) (e_ICL + e_IDG)
 REF_REL, REF_D = 0.05, 40
 # icl.04 accepts a finite-d gap exponent in [-1.6, -0.6] (measured -1.3): doubling d must
 # shrink the gap to theory by at least 2^-0.6
@@ -59,7 +60,7 @@ def _run():
     "the combined SE plus the reference's finite-d tolerance at d = 48; from d = 24 to 48 "
     "both approach the d -> infinity theory c1^2 g_Lu(rho_eff/c1^2) (0 for c1 = 0) at least "
     "as fast as d^-0.6 (alpha = 10, tau = 2, rho = 0.01, lambda = 1e-6, 6 runs each).",
-    "linear-attention-icl.md §3, §5",
+    "docs/topics/icl.md#the-nonlinearity-noise-equivalence",
 )
 def check_nonlinear_kappa():
     rows = _run()
@@ -121,7 +122,7 @@ def check_nonlinear_kappa():
                     "shrinks at least as fast as the slowest decay icl.04 accepts (d^-0.6)",
                     name="nonlinear target: gap to theory, d = 24 -> 48",
                     finding="that the nonlinear target approaches the equivalent-linear theory "
-                            "across kappa is the reference's claim (§5), tested here beyond "
+                            "across kappa is the reference's claim, tested here beyond "
                             "kappa = inf; an O(1/l) term of the exact error (E[y^2 z^2], "
                             "E[y^3 z]) or slow small-pool corrections could hold it back"),
         upper_bound(max(approach_eq), 0.0,

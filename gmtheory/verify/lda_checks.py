@@ -1,4 +1,4 @@
-"""Checks 7–23 of reference §6: attention-based LDA (paper Section 3, Figs. 1, 4, 5).
+"""Checks 7–23: attention-based LDA (paper Section 3, Figs. 1, 4, 5; docs/topics/lda.md).
 
 Independent computations used below: the Prop. 2.1 operator on the label-augmented
 mixture; class posteriors from Gaussian densities; a full tensor Gauss–Hermite risk
@@ -178,7 +178,8 @@ _tokens = jax.jit(lambda X, Y: jnp.concatenate([X, Y[:, None]], 1))
     "label-augmented mixture N((m_c, c), blockdiag(Gamma, 0)) at (x, 0) equals f_theta(x); "
     "the full Lemma B.1 vector holds for y in {-1, 0, 1}; 10^6 sampled tokens agree "
     "within 5 SE.",
-    "§2.2-2.3, §6 check 7",
+    "docs/topics/lda.md#lemma-b1-the-label-augmented-prompt; "
+    "docs/topics/lda.md#eqs-67-the-effective-predictor",
 )
 def check_07():
     errs, vec_errs = [], []
@@ -210,7 +211,7 @@ def check_07():
                   name="last coordinate vs f_theta, rel. error"),
         agreement(_worst(vec_errs), 1e-12, "Prop. 2.1 vs the Lemma B.1 vector for y in "
                   "{-1, 0, 1}, float64 round-off", name="Lemma B.1 vector, rel. error"),
-        upper_bound(zmax, 5.0, "reference §6 item 7: the 10^6-token Monte Carlo estimate "
+        upper_bound(zmax, 5.0, "reference: the 10^6-token Monte Carlo estimate "
                     "within 5 delta-method SE", name="max |MC - f_theta| / SE"),
         details={"last_coordinate": _worst(errs), "lemma_b1_vector": _worst(vec_errs),
                  "mc_max_z": zmax})
@@ -222,7 +223,7 @@ def check_07():
     "lda.08-bayes-score",
     "Eq. (5): w*^T x + b* equals the log posterior odds computed from the two Gaussian "
     "densities.",
-    "§2.1, §6 check 8",
+    "docs/topics/lda.md#eqs-45-model-and-bayes-score",
 )
 def check_08():
     from scipy.stats import multivariate_normal as mvn
@@ -248,7 +249,7 @@ def check_08():
     "lda.09-bayes-parameters",
     "Lemma B.3: the Case 1, Case 2(a) (b* != 0 and b* = 0) and Case 2(b) parameters give "
     "f_theta = f* on 1000 random x, with s(theta) = 0.",
-    "§2.13, §6 check 9",
+    "docs/topics/lda.md#lemma-b3-bayes-realising-parameters",
 )
 def check_09():
     key = stream_key(SEED, "c9")
@@ -284,7 +285,7 @@ def check_09():
     "lda.10-logistic-minimiser",
     "Lemma B.4: perturbing f* along affine or sigmoid directions increases the logistic "
     "risk, and the directional derivative at f* vanishes.",
-    "§2.4, §6 check 10",
+    "docs/topics/lda.md#lemmas-b4-b7-and-remark-b5-why-the-logistic-loss",
 )
 def check_10():
     prob = lda.config("C1")
@@ -302,7 +303,7 @@ def check_10():
         worst_deriv = _worst(worst_deriv, abs(deriv))
         min_increase = _least(min_increase, float(R(0.1) - r0), float(R(-0.1) - r0))
     return Outcome(
-        agreement(worst_deriv, 1e-10, "reference §6 item 10: the directional derivative at f* "
+        agreement(worst_deriv, 1e-10, "reference: the directional derivative at f* "
                   "is <= 1e-10 (GH order 60 on a smooth integrand: error far below)",
                   name="max |d/deps R(f* + eps h)|"),
         lower_bound(min_increase, 1e-12, "perturbing f* by eps = +-0.1 must raise the risk by "
@@ -339,7 +340,7 @@ def _c11_core(prob, th, order):
     "lda.11-gradients",
     "Lemmas B.9/B.10: the analytic gradients (projected GH) equal autodiff of an independent "
     "x-space tensor-GH risk and central finite differences, and grad R = DPhi^T grad R~.",
-    "§2.5, §6 check 11",
+    "docs/topics/lda.md#lemmas-b9-and-b10-gradients",
 )
 def check_11():
     det = {}
@@ -355,7 +356,7 @@ def check_11():
         return _worst(v[k] for v in det.values())
 
     return Outcome(
-        agreement(worst("finite_diff"), 1e-6, "reference §6 item 11: central differences "
+        agreement(worst("finite_diff"), 1e-6, "reference: central differences "
                   "(h = 1e-5: O(h^2) truncation + O(eps/h) round-off ~ 1e-10) within 1e-6",
                   name="analytic vs finite differences"),
         agreement(worst("autodiff_tensor"), 1e-8, "two quadratures of the same integral "
@@ -409,7 +410,7 @@ def _mc_losses(prob, v, X, Y):
     "Theorem 3.1: points of E_1 and E_2 have R~ = R* and zero gradient; minimising the "
     "convex R~_s over (w, b, r) reaches R* for 20 random s; L-BFGS from 50 random starts "
     "finds only global minimisers, within 1e-4 of E_1 u E_2 (or escapes to infinity).",
-    "§2.6, §6 check 12",
+    "docs/topics/lda.md#thm-31-the-effective-landscape",
 )
 def check_12():
     prob = lda.config("C1")
@@ -492,7 +493,7 @@ def check_12():
            "c_E2_side_offset_beyond_flat_directions": resid}
     return Outcome(
         agreement(_worst(a_excess, worst_b, det["c_max_excess_stationary"]), 1e-8,
-                  "reference §6 item 12: every minimiser reaches R~ - R* <= 1e-9 (b) or 1e-8 "
+                  "reference: every minimiser reaches R~ - R* <= 1e-9 (b) or 1e-8 "
                   "(c); on E_1 u E_2 (a) the GH risk errors are ~1e-15",
                   name="max |R~ - R*| over (a), (b) and stationary points of (c)"),
         agreement(a_grad, 1e-10, "reference: |grad R~| <= 1e-10 on E_1 u E_2 (eta form: the "
@@ -525,7 +526,7 @@ def check_12():
     "lda.13-phi-regularity",
     "Lemma 3.2: rank DPhi = 2d+2 at random theta when m_+ != -m_-; it drops to 2d+1 when "
     "v21 = 0 or when m_+ = -m_- (then every image vector has 2 db + dr = 0).",
-    "§2.7, §6 check 13",
+    "docs/topics/lda.md#lemma-32-regularity-of-phi",
 )
 def check_13():
     det, counts, relation = {}, [], 0.0
@@ -570,7 +571,7 @@ def _tensor_hessian(prob, th):
     "Theorem 3.3 / Lemma B.22: on C1 with pi = 1/2, theta = 0 is critical with a negative "
     "Hessian eigenvalue; the B.22 curvature is affine in t with slope "
     "-2 |grad_w R~|^2 |Gamma dv21|^2; GD from random starts ends at R*.",
-    "§2.8, §6 check 14",
+    "docs/topics/lda.md#thm-33-strict-saddles",
 )
 def check_14():
     c1 = lda.config("C1")
@@ -652,7 +653,7 @@ def check_14():
     "Prop. 3.4: along zeta_R the L1 error times R tends to |sigma''(s0)| E[(c^T X)^2] / 2, "
     "the excess risk decays as R^-2 (slope fitted over R = 100..10^4), and for pi = 1/2 "
     "the L1 error is O(R^-2).",
-    "§2.9, §6 check 15",
+    "docs/topics/lda.md#prop-34-minimising-sequences-at-infinity",
 )
 def check_15():
     prob = lda.config("C1")
@@ -745,7 +746,7 @@ def _c16_core(prob, v, order):
     "{(0,0,0,ds)} on E_1 with s != 0, {(0,-p dr,dr,ds)} on E_1 with s = 0 and "
     "{(-r* p' ds, -p dr, dr, ds)} on E_2; the Hessian equals E[eta(1-eta) grad g grad g^T] "
     "and finite differences of the analytic gradient.",
-    "§2.10, §6 check 16",
+    "docs/topics/lda.md#prop-b12-and-lemma-b13-the-effective-hessian",
 )
 def check_16():
     det, counts = {}, []
@@ -812,7 +813,7 @@ def _hessian_spectrum(prob, th, order):
     "Theta_1^reg is Morse-Bott: at theta^(1) of Table 3 (C1, |s| = 28) and random points of "
     "Theta_1 with s != 0 (d = 3), grad^2 R has d^2+d-1 zero and d+2 positive eigenvalues, and its "
     "kernel equals ker DC(theta), C = (w - w*, b - b*, r).",
-    "§2.10, §6 check 17",
+    "docs/topics/lda.md#lemma-b26-the-regular-manifold-is-morse-bott",
 )
 def check_17():
     c1 = lda.config("C1")
@@ -841,7 +842,7 @@ def check_17():
         comps += [count(nul, d * d + d - 1, why, name=f"{name}: zero eigenvalues"),
                   count(pos, d + 2, why, name=f"{name}: positive eigenvalues")]
     return Outcome(
-        agreement(worst, 1e-5, "reference §6 item 17: principal angles between ker grad^2 R "
+        agreement(worst, 1e-5, "reference: principal angles between ker grad^2 R "
                   "and ker DC(theta) <= 1e-5", name="max angle ker H vs ker DC (rad)"),
         *comps,
         agreement(worst_ex, 1e-12, "the points lie on Theta_1 (f_theta = f*): R = R* up to the "
@@ -854,7 +855,7 @@ def check_17():
     "At theta^(2) of Table 3 (C1) and Lemma B.3 points (s = 0, r != 0, d = 3): grad^2 R has "
     "d^2+d zero and d+1 positive eigenvalues while dim T Theta_2 = dim ker DPhi + 1 = d^2: "
     "the kernel exceeds the tangent space by d.",
-    "§2.10, §6 check 18",
+    "docs/topics/lda.md#prop-b30-and-cor-b31-the-constant-gate-manifold-is-not-morse-bott",
 )
 def check_18():
     c1 = lda.config("C1")
@@ -900,7 +901,8 @@ _THETA2_FINDING = (
     "exponentially to Theta_1 (R^2 >= 0.99 over >= 3 decades, at the rate the Hessian "
     "predicts, increments summable); from theta^(2) + N(0, 1e-12) noise the distance to "
     "E_2 settles on the component of the noise along the flat directions of check 18.",
-    "§2.11, §4.4, §6 check 19",
+    "docs/topics/lda.md#thm-35-local-convergence; "
+    "docs/topics/lda.md#figure-1-gradient-descent-near-the-two-bayes-manifolds",
 )
 def check_19():
     prob = lda.config("C1")
@@ -955,7 +957,7 @@ def check_19():
            "theta2_decay_factor_in_window": decay2,
            "theta2_hessian_zero_eigenvalues": int((~pos2).sum())}
     return Outcome(
-        lower_bound(fit1.r2, 0.99, "reference §6 item 19: log dist for theta^(1) is a line "
+        lower_bound(fit1.r2, 0.99, "reference: log dist for theta^(1) is a line "
                     "after a transient (R^2 >= 0.99); fit from iteration 200, when the next "
                     "damped mode (lambda_2 = 3 lambda_1) is e^-3.5 smaller and started 1000x "
                     "smaller", name="theta1: R^2 of log dist(Phi, E_1) vs iteration"),
@@ -983,7 +985,7 @@ def check_19():
 # ---------------------------------------------------------------- check 20 ------------
 
 def theorem36_problem():
-    """§6 check 20: d = 5, Gamma = diag(1..5), m = (1, 1, 0, 0, 0), balanced."""
+    """The problem of check lda.20: d = 5, Gamma = diag(1..5), m = (1, 1, 0, 0, 0), balanced."""
     m = jnp.array([1.0, 1.0, 0.0, 0.0, 0.0])
     return lda.LDAProblem(m, -m, jnp.diag(jnp.arange(1.0, 6.0)), 0.5)
 
@@ -993,7 +995,7 @@ def theorem36_problem():
     "Theorem 3.6: from U11 = 0, u12 = 0, v22 = 0, v21 in K^perp, gradient descent stays in "
     "T_K, conserves |U11|^2 - |v21|^2 up to O(step), keeps G_t >= lambda_min(Gamma)^2 "
     "|v21(0)|^2 I and drives L(w_t) - L(w*) to 0 at an exponential rate with w_t -> w*.",
-    "§2.12, §6 check 20",
+    "docs/topics/lda.md#thm-36-global-convergence-on-an-invariant-subspace",
 )
 def check_20():
     prob = theorem36_problem()
@@ -1087,7 +1089,7 @@ def check_20():
     "lda.21-krylov-dimension",
     "Prop. B.35: dim K = number of distinct eigenvalues of Gamma whose eigenspace m meets; "
     "K = R^d iff the eigenvalues are distinct and m has full spectral support.",
-    "§2.12, §6 check 21",
+    "docs/topics/lda.md#prop-b35-krylov-feasibility",
 )
 def check_21():
     Q = np.linalg.qr(np.asarray(jax.random.normal(stream_key(SEED, "c21"), (6, 6))))[0]
@@ -1123,7 +1125,7 @@ def check_21():
     "lda.22-coercivity",
     "Lemmas B.6/B.32: E[X_+] = mu Phi(mu/s) + s phi(mu/s) (vs adaptive quadrature), and "
     "L(w) >= C1 |w| with C1 = (phi(M) - M Phi(-M)) sqrt(lambda_min(Gamma)) for 10^4 random w.",
-    "§2.12, §6 check 22",
+    "docs/topics/lda.md#lemmas-b32-and-b6-coercivity",
 )
 def check_22():
     err = 0.0
@@ -1164,7 +1166,7 @@ _FIG4_FINDING = (
     "every run from the Fig. 5 start is within eps of R* after T steps (tail-averaged "
     "excess, eps = SGD noise floor + 3 sd); every Fig. 5 run gets there before every Fig. 4 "
     "run; most Fig. 4 runs are not there at T.",
-    "§4.5, §6 check 23",
+    "docs/topics/lda.md#figures-4-and-5-sgd-on-c2",
 )
 def check_23():
     prob = lda.config("C2")

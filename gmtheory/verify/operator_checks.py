@@ -1,4 +1,4 @@
-"""Checks 1–6 of reference §6: operator identities and finite-prompt convergence."""
+"""Checks 1–6: operator identities and finite-prompt convergence (docs/topics/operator.md)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ ESS_MIN = 300  # operator.06 tests the delta-method (ESS) law only where ESS >= 
     "operator.01a-prop2.1-monte-carlo",
     "Prop. 2.1: the closed form (2) equals softmax attention over 10^6 sampled tokens "
     "of a heteroscedastic 3-component mixture in d=3, within 5 delta-method SEs.",
-    "§1.2, §6 check 1",
+    "docs/topics/operator.md#prop-21-softmax-gated-affine-experts",
 )
 def check_prop21_mc():
     mix = random_mixture(stream_key(SEED, "c1-mix"), 3, 3)
@@ -53,7 +53,7 @@ def check_prop21_mc():
     return Outcome(
         agreement(float(zscores.max()), 5.0,
                   "max |closed - MC| / SE over 12 coordinates; P(|N(0,1)| > 5) ~ 6e-7 each "
-                  "(reference §6 check 1: within 5 delta-method SEs)",
+                  "(reference: within 5 delta-method SEs)",
                   name="max |z| closed form vs Monte Carlo"),
         details={"max_abs_diff": float(np.max(np.abs(est - closed))),
                  "median_se": float(np.median(se)), "z": zscores.ravel().tolist()},
@@ -64,7 +64,7 @@ def check_prop21_mc():
     "operator.01b-prop2.1-gauss-hermite",
     "Prop. 2.1: the closed form (2) equals the ratio of Gauss-Hermite integrals of eq. (1) "
     "(order 60, d=2, heteroscedastic mixture).",
-    "§1.2, §6 check 1",
+    "docs/topics/operator.md#prop-21-softmax-gated-affine-experts",
 )
 def check_prop21_gh():
     mix = random_mixture(stream_key(SEED, "c1b-mix"), 3, 2)
@@ -80,7 +80,7 @@ def check_prop21_gh():
     return Outcome(
         agreement(_rel(jnp.stack(errs), closed), 1e-10,
                   "integrand exp(u.x) x is entire; order-60 GH error is far below 1e-10, "
-                  "float64 sums ~1e-14 (reference §6 check 1: <= 1e-10)",
+                  "float64 sums ~1e-14 (reference: <= 1e-10)",
                   name="relative error closed form vs Gauss-Hermite"),
     )
 
@@ -89,7 +89,7 @@ def check_prop21_gh():
     "operator.01c-large-scores",
     "The closed form stays finite and accurate when gate logits are in the thousands "
     "(naive exp overflows): agrees with a 50-digit mpmath evaluation of eq. (2).",
-    "§1.2",
+    "docs/topics/operator.md#prop-21-softmax-gated-affine-experts",
 )
 def check_large_scores():
     key = stream_key(SEED, "c1c")
@@ -132,7 +132,7 @@ def check_large_scores():
     "operator.02-eq3-shared-covariance",
     "Eq. (3): with a shared covariance the quadratic offsets cancel and (2) equals "
     "V Gamma U z + V sum_k alpha_k m_k with alpha_k = softmax(log pi_k + m_k^T U z).",
-    "§1.2, §6 check 2",
+    "docs/topics/operator.md#eq-3-shared-covariance",
 )
 def check_eq3():
     mix = random_mixture(stream_key(SEED, "c2-mix"), 4, 5, shared=True)
@@ -141,14 +141,14 @@ def check_eq3():
         agreement(_rel(softmax_attention_limit(mix, U, V, z),
                        softmax_attention_limit_shared(mix, U, V, z)),
                   1e-13, "two float64 evaluations of the same algebraic quantity: ~100 eps "
-                  "(reference §6 check 2: 1e-13)", name="relative error eq. (2) vs eq. (3)"),
+                  "(reference: 1e-13)", name="relative error eq. (2) vs eq. (3)"),
     )
 
 
 @register_check(
     "operator.03-gaussian-prompt",
     "One Gaussian (M=1, including a singular covariance): T[N(m,Gamma)](z) = V(m + Gamma U z).",
-    "§1.1, §6 check 3",
+    "docs/topics/operator.md#the-gaussian-prompt",
 )
 def check_gaussian():
     key = stream_key(SEED, "c3")
@@ -171,7 +171,7 @@ def check_gaussian():
     "Prop. A.1: for RBF and softmax alignments, attention on the pooled empirical mixture "
     "equals sum_k r_k T_a[mu_k], with context weights r_k = pi_k int a dmu_k / int a dmu "
     "(checked against the share of each component in the pooled attention weights).",
-    "§1.3, §6 check 4",
+    "docs/topics/operator.md#prop-a1-generalised-scores",
 )
 def check_propA1():
     key = stream_key(SEED, "c4")
@@ -210,7 +210,7 @@ def check_propA1():
     "operator.05a-linear-attention",
     "Linear attention: V E[zz^T] U z equals sum_k pi_k T_lin[mu_k](z) and a GH integral "
     "of (z'^T U z) V z' at 10 random queries.",
-    "§1.4, §6 check 5",
+    "docs/topics/operator.md#lemma-c7-linear-attention-has-no-gates",
 )
 def check_linear():
     mix = random_mixture(stream_key(SEED, "c5-mix"), 3, 2)
@@ -246,7 +246,8 @@ def _slope_outcome(kind: str, Ls, reps):
     "operator.05b-linear-prompt-rate",
     "Finite-prompt linear attention converges to its limit at the L^-1/2 rate: "
     "log-log slope of the RMS error over L = 1e2..1e6 lies in [-0.6, -0.4].",
-    "§1.4, §6 check 5",
+    "docs/topics/operator.md#lemma-c7-linear-attention-has-no-gates; "
+    "docs/topics/operator.md#finite-prompts-rate-and-effective-sample-size",
 )
 def check_linear_rate():
     Ls = (100, 1000, 10_000, 100_000, 1_000_000)
@@ -264,7 +265,7 @@ def check_linear_rate():
     "L = 1e2..1e6), and at fixed L = 3000 its error grows with u^T Gamma u; where the "
     "predicted ESS is >= 300 it matches the ESS / delta-method variance within 4 MC "
     "standard errors (rows with a smaller ESS are reported, not compared).",
-    "§5, §6 check 6",
+    "docs/topics/operator.md#finite-prompts-rate-and-effective-sample-size",
 )
 def check_softmax_rate_ess():
     from ..operators import effective_sample_size, finite_prompt_variance
