@@ -1,6 +1,7 @@
 """Symbolic derivation of the Gaussian tilt identity, Prop. 2.1 and eq. (3).
 
-Reference: softmax-gaussian-mixtures.md §1.2 (proof of Prop. 2.1, App. A.1).
+Theory: the proof of Prop. 2.1 (paper App. A.1),
+docs/topics/operator.md#prop-21-softmax-gated-affine-experts.
 
 Steps, each proved by reducing ``lhs - rhs`` to 0 with sympy:
 

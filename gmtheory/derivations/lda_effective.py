@@ -44,7 +44,7 @@ def derive() -> dict:
     alpha = sp.Symbol("alpha", real=True)               # gate of the positive class
     out = alpha * experts[1] + (1 - alpha) * experts[-1]
     last = sp.expand(out[d])
-    # blocks of U^T and V (reference §2.2)
+    # blocks of U^T and V (docs/topics/lda.md#lemma-b1-the-label-augmented-prompt)
     Ut = U.T
     U11, u12 = Ut[:d, :d], Ut[:d, d]
     v21, v22 = V[d, :d].T, V[d, d]
