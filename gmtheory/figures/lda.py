@@ -80,7 +80,7 @@ register_figure(Figure(
     simulation="lda-fig1",
     caption=("Population gradient descent (analytic gradients, Gauss–Hermite risk) on C1 from "
              "the Table 3 starts (the U11 entry of θ⁽¹⁾ is illegible in the paper and "
-             "reconstructed, §4.3). θ⁽¹⁾ is moved 1e-3 along the slowest damped direction of "
+             "reconstructed here). θ⁽¹⁾ is moved 1e-3 along the slowest damped direction of "
              "the Hessian (plus N(0, 1e-12) per entry) so that its decay can be followed over "
              "decades; θ⁽²⁾ gets the paper's N(0, 1e-12) only. Quick profile: step 0.5 "
              "(5000× the paper's 1e-4: the same gradient flow in 5000× fewer iterations); "

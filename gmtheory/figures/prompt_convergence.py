@@ -1,4 +1,5 @@
-"""Finite-prompt convergence to the infinite-prompt limit (reference §5, checks 5–6)."""
+"""Finite-prompt convergence to the infinite-prompt limit (checks operator.05b and
+operator.06; docs/topics/operator.md#finite-prompts-rate-and-effective-sample-size)."""
 
 from __future__ import annotations
 

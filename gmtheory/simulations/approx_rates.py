@@ -1,4 +1,4 @@
-"""Error against resources for every ReLU -> softmax construction (relu-to-softmax.md).
+"""Error against resources for every ReLU -> softmax construction (docs/topics/approx.md).
 
 :func:`measure` evaluates one target over a list of resource values and returns the
 measured sup error (dense grid in 1-D, random points in higher dimension) beside the

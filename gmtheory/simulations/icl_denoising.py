@@ -1,4 +1,5 @@
-"""Trained in-context denoising on finite prompts (beyond the paper; reference §3.6).
+"""Trained in-context denoising on finite prompts (beyond the paper; Prop. 4.4,
+docs/topics/denoising.md#prop-44-in-context-denoising-with-residual-attention).
 
 Each prompt has its own task (Prop. 4.4): equal-norm means ``m1`` (norm ``~U(1.5, 3)``)
 and ``m2 = Q m1`` with a random rotation ``Q``, weight ``pi1 ~ U(0.2, 0.8)``, fixed

@@ -1,12 +1,12 @@
 """The memorisation -> in-context-learning transition in task diversity kappa for nonlinear
-single-index targets ``y = f(x^T w) + eps`` (``linear-attention-icl.md`` §3 and §5;
-issue #19).
+single-index targets ``y = f(x^T w) + eps`` (docs/topics/icl.md#asymptotic-theory and
+docs/topics/icl.md#the-nonlinearity-noise-equivalence; issue #19).
 
 ``icl-nonlinear-kappa``: g_task = e_ICL - e_IDG against kappa (log grid 0.1 .. 100) for
 f in {ReLU, sign, tanh, erf, |z|} at two (alpha, tau > 1), with
 
-* simulations on the nonlinear target (exact O(l + d) context statistics of §5, ridge
-  pretraining, exact finite-d test errors of the §5 formula, ICL and IDG);
+* simulations on the nonlinear target (exact O(l + d) context statistics, ridge
+  pretraining, exact finite-d test errors of the nonlinear formula, ICL and IDG);
 * simulations on the equivalent linear target ``c1 z + N(0, rho_eff)`` built from the same
   pool, token projections, noise vector and queries as each nonlinear trial (common random
   numbers: the paired difference isolates what the nonlinearity changes);
@@ -91,8 +91,8 @@ def paired_statistics(key, W, ell: int, rho, fidx, c1, rho_eff):
     direction and the same queries (common random numbers: each target has its exact law,
     and their difference is measured with far less noise than either).
 
-    The construction of :func:`gmtheory.icl.sample_statistics` (reference §5, O(l + d) per
-    prompt after the ``z_i``): ``x_i = (z_i / |w|^2) w + x_perp``, so
+    The construction of :func:`gmtheory.icl.sample_statistics` (O(l + d) per prompt after
+    the ``z_i``): ``x_i = (z_i / |w|^2) w + x_perp``, so
     ``(d/l) sum y_i x_i = (d / |w|^2) a w + sqrt(s2 / alpha) g_perp`` with
     ``a = (1/l) sum y_i z_i``, ``s2 = (1/l) sum y_i^2``.  Two exact shortcuts:
 
@@ -164,7 +164,7 @@ def paired_trials(key, d: int, alpha: float, tau: float, kappa: float, f: str, r
     on a fresh pool, on the nonlinear target ``f`` and on its equivalent linear target with
     the same pool and queries.  Trial ``t`` uses ``fold_in(key, t)``.  Returns arrays
     (trials,): ``nonlinear_icl``, ``nonlinear_idg``, ``equivalent_icl``,
-    ``equivalent_idg`` (exact test errors, §5 formula) and ``residual`` (max CG residual).
+    ``equivalent_idg`` (exact test errors) and ``residual`` (max CG residual).
     ``pad_to=(k_max, n_max)`` shares one compilation across a kappa sweep at fixed
     (d, alpha)."""
     if f not in FUNCTIONS:

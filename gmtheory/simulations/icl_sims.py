@@ -1,4 +1,4 @@
-"""Linear-attention ICL experiments (``linear-attention-icl.md``): theory curves with
+"""Linear-attention ICL experiments (docs/topics/icl.md): theory curves with
 pretraining simulations (ridge, exact test error, trials sharded over devices).
 
 * ``icl-double-descent``: e_ICL against tau, ridgeless and ridge (divergence at tau = 1).
@@ -31,7 +31,8 @@ def _pad(d, grid):
 def _trials(key, d, alpha, tau, kappa, rho, lam, trials, f=None, mom=None, pad=None,
             scale=1.0):
     """e_ICL (and e_IDG) of ``trials`` pretraining runs, one jitted batch (sharded over
-    devices); a nonlinear target ``f`` is evaluated with the §5 formula and ``mom``."""
+    devices); a nonlinear target ``f`` is evaluated with the exact nonlinear formula and ``mom``
+    (docs/topics/icl.md#the-nonlinearity-noise-equivalence)."""
     e1, e2, _, G = icl.g_task_trials(key, d, alpha, tau, kappa, rho, lam, trials, f=f,
                                      pad_to=pad, scale=scale)
     if mom is not None:

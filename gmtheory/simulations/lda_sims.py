@@ -1,4 +1,4 @@
-"""Attention-based LDA experiments (reference §2, §4.1–4.5; paper Figs. 1, 4, 5) and two
+"""Attention-based LDA experiments (paper Figs. 1, 4, 5; docs/topics/lda.md#figures) and two
 beyond the paper: trained heads on finite prompts, and a (pi, separation, d) sweep.
 
 Every training run goes through :func:`gmtheory.training.train`.

@@ -1,9 +1,10 @@
 """Finite-prompt convergence of softmax and linear attention to their limits.
 
-Reference: softmax-gaussian-mixtures.md §5 and §6 checks 5–6.  For a random
-3-component heteroscedastic mixture in d = 3 (check 1 protocol), sample ``reps``
+Theory: docs/topics/operator.md#finite-prompts-rate-and-effective-sample-size (checks
+``operator.05b`` and ``operator.06``).  For a random 3-component heteroscedastic mixture in
+d = 3 (the protocol of check ``operator.01a``), sample ``reps``
 independent prompts of ``L`` tokens and record the squared error of the finite-
-prompt operator against the closed form (Prop. 2.1 for softmax, §1.4 for linear).
+prompt operator against the closed form (Prop. 2.1 for softmax, Lemma C.7 for linear).
 A second sweep fixes ``L`` and grows ``u^T Gamma u``; the error there is predicted by
 the delta-method variance (:func:`gmtheory.finite_prompt_variance`), i.e. by the ESS.
 """
