@@ -1,7 +1,8 @@
 """Explore a denoising regime: how many softmax heads does the Bayes denoiser need?
 
 Two Gaussian classes with equal-norm means m1, m2 and covariance gamma^2 I are observed
-through noise of variance xi^2 (reference Section 3).  Theorem 4.1 says:
+through noise of variance xi^2 (paper Section 4, docs/topics/denoising.md).  Theorem 4.1
+(docs/topics/denoising.md#thm-41-two-heads-one-head-linear-attention) says:
 
 * one population head realises the Bayes denoiser f* exactly iff gamma^2 = xi^2;
 * two heads always suffice (App. C.6 construction);

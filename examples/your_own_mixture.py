@@ -1,7 +1,8 @@
 """Check the closed form of softmax attention on a Gaussian mixture of your own.
 
-Prop. 2.1 of the reference: on an infinite prompt drawn from a Gaussian mixture,
-softmax attention is V sum_k alpha_k(z) (m_k + Gamma_k U z).  This script
+Prop. 2.1 (docs/topics/operator.md#prop-21-softmax-gated-affine-experts): on an infinite
+prompt drawn from a Gaussian mixture, softmax attention is
+V sum_k alpha_k(z) (m_k + Gamma_k U z).  This script
 
 1. builds a heteroscedastic 3-component mixture in d = 3 (edit it),
 2. evaluates the closed form at a few queries,

@@ -194,7 +194,8 @@ def test_relu_constant_is_lambert_w():
 def test_max_one_head_worst_family(n):
     beta = 3.0
     w = rs.max_worst_family(n)
-    x = jnp.array([[0.0] + [-(1 + w) / beta] * (n - 1)])        # the maximiser of §1
+    # the maximiser of derivations/relu_softmax.md, section 1
+    x = jnp.array([[0.0] + [-(1 + w) / beta] * (n - 1)])
     gap = float(0.0 - approx.max_one_head(x, beta)[0])
     np.testing.assert_allclose(gap, w / beta, rtol=1e-12)
     assert gap <= approx.max_one_head_bound(n, beta)

@@ -176,7 +176,7 @@ def test_every_check_declares_kinds():
 
     assert len(all_checks()) >= 54
     ids = {c.id for c in all_checks()}
-    for num in ("19", "23", "33"):  # the paper-figure checks of the reference
+    for num in ("19", "23", "33"):  # the paper-figure checks (docs/checks.md)
         assert any(i.split(".")[1].startswith(num) for i in ids), num
     assert set(KINDS) == {"agreement", "upper_bound", "lower_bound", "count"}
 

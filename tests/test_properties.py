@@ -21,7 +21,7 @@ Tolerances are a-priori float64 round-off bounds, computed per example from the 
 values of the terms; none is fitted to an observed error:
 
 * a sum of ``n`` products: ``|fl(sum x_i y_i) - sum x_i y_i| <= gamma_n sum |x_i y_i|``,
-  ``gamma_n ~ n eps`` (Higham, *Accuracy and Stability of Numerical Algorithms*, §3.1).
+  ``gamma_n ~ n eps`` (Higham, *Accuracy and Stability of Numerical Algorithms*, Section 3.1).
   :func:`gam` uses ``8 (n + 4) eps`` with ``n`` the number of terms of the nested
   expression; the factor 8 absorbs the few-ulp error of exp/log and of the order of the
   nested products;
