@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 __all__ = ["checks_table", "figures_index", "simulations_index", "write_indexes", "readme_map",
-           "update_readme", "measured_block", "update_blocks"]
+           "update_readme", "measured_block", "update_blocks", "reference_links"]
 
 
 def _cell(text) -> str:
@@ -41,9 +41,11 @@ CHECKS_INTRO = (
     "are in the [reproduce report](report.md).\n\n")
 
 
-def _reference(text) -> str:
-    """A check's reference cell: each ``docs/<page>.md#<anchor>`` pointer becomes a link
-    relative to ``docs/checks.md``; other text is escaped as :func:`_cell` does."""
+def reference_links(text) -> str:
+    """A check's reference as a Markdown table cell for a page in ``docs/``: each
+    ``docs/<page>.md#<anchor>`` pointer becomes a link relative to ``docs/`` (e.g.
+    ``[thm-35-local-convergence](topics/lda.md#thm-35-local-convergence)``); other text
+    is escaped as in a claim cell."""
     parts = re.split(r"(docs/[\w./-]+?\.md(?:#[\w-]+)?)", " ".join(str(text).split()))
     out = []
     for i, part in enumerate(parts):
@@ -66,7 +68,7 @@ def checks_table() -> str:
 
     rows = ["| check | claim | reference |", "|---|---|---|"]
     for c in all_checks():
-        rows.append(f"| `{c.id}` | {_cell(c.claim)} | {_reference(c.reference)} |")
+        rows.append(f"| `{c.id}` | {_cell(c.claim)} | {reference_links(c.reference)} |")
     return "\n".join(rows) + "\n"
 
 
