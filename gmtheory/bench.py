@@ -289,7 +289,8 @@ def _gma_methods(params, heads, dh):
 
 def bench_gma(quick: bool = False, repeats: int = 10, dtype=jnp.float32,
               progress: bool = False, Ns=None, methods=None, partial=None) -> dict:
-    """GMA vs xla softmax, elu+1 linear attention and naive cumsum GMA (gma.md benchmarks).
+    """GMA vs xla softmax, elu+1 linear attention and naive cumsum GMA (the GMA benchmarks,
+    docs/topics/gma.md#gaussian-mixture-attention-gmtheorygma).
 
     d_model = 64, 4 heads; forward and forward+backward; median of ``repeats`` after a
     warm-up; compiled temporary memory from XLA's memory analysis. A case whose
@@ -374,7 +375,7 @@ def _load_partial(path, header: dict) -> dict:
             for kind in ("rows", "skipped") for e in old.get(kind, ())}
 
 
-GOAL_N = 16384  # the N at which gma.md states the speed and memory goals
+GOAL_N = 16384  # the N of GMA's speed and memory goals (docs/topics/gma.md)
 SLOPE_MIN_N = 2048  # slopes are fitted over N >= this
 
 
@@ -476,7 +477,7 @@ def plot_gma(res: dict, path) -> None:
 
     from .figures import style_path
 
-    goal = 1.15                                     # gma.md: time and memory slope goal
+    goal = 1.15                                     # time/memory slope goal (docs/topics/gma.md)
     sn = res.get("slope_Ns") or [SLOPE_MIN_N]
     slopes = res["slopes"]
     with plt.style.context(str(style_path())):
@@ -733,7 +734,8 @@ ICL_GOALS = {10: ("ratio", 3.0), 32: ("ratio", 20.0), 64: ("seconds", 120.0)}
 
 def bench_icl(quick: bool = False, repeats: int = 1, dims=None, trials: int = 20,
               draws: int = 1000, progress: bool = False, peer=None) -> dict:
-    """The authors' CPU quick figure (reference §6, :func:`gmtheory.icl.quick_figure`) at
+    """The authors' CPU quick figure (:func:`gmtheory.icl.quick_figure`,
+    docs/topics/icl.md#the-authors-quick-figure) at
     d = 10, 32, 64 (``quick``: d = 10; with ``peer``: d = 10, 32): wall time (first run in
     the process, compilation included), the agreement with the authors' saved means and
     with the asymptotic theory.
@@ -780,6 +782,10 @@ def format_icl(res: dict) -> str:
         else:
             ratio = (f"; authors report {a_s:.0f} s on their login node (another machine) -> "
                      f"{a_s / r['seconds']:.1f}x" if a_s else "")
+            kind, goal = ICL_GOALS.get(r["d"], ("ratio", None))
+            if kind == "seconds":
+                ratio += (f" (goal <= {goal:g} s on this machine: "
+                          f"{'met' if r['seconds'] <= goal else 'NOT met'})")
         lines.append(f"d = {r['d']}: {r['seconds']:.1f} s in this process (first call, "
                      f"compilation included){ratio}; max CG residual "
                      f"{r['max_cg_residual']:.1e}")

@@ -1,4 +1,5 @@
-"""Clean-context in-context denoising (Smart, Bietti & Sengupta 2025; reference §8).
+"""Clean-context in-context denoising (Smart, Bietti & Sengupta 2025;
+docs/topics/denoising.md#clean-context-denoising-smart-bietti-and-sengupta).
 
 Each prompt: 8 centres uniform on the unit sphere of R^16 (equal weights), L = 500
 **clean** context tokens ``X_i ~ N(mu_c, s0^2 I)`` with ``s0^2 = 0.02``; the query is a
