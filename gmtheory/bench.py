@@ -751,7 +751,8 @@ def bench_icl(quick: bool = False, repeats: int = 1, dims=None, trials: int = 20
 
     dims = dims or ((10,) if quick else (10, 32) if peer else (10, 32, 64))
     out = {"kappas": icl.QUICK_FIGURE["kappas"], "trials": trials, "draws": draws, "rows": [],
-           "peer": None if peer is None else str(peer), "cpus": os.cpu_count()}
+           "peer": None if peer is None else str(peer), "cpus": os.cpu_count(),
+           "loadavg_start": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory(prefix="gmtheory-peer-") as tmp:
         for d in _bar("icl", progress, iterable=dims):
             t0 = time.perf_counter()
@@ -762,6 +763,7 @@ def bench_icl(quick: bool = False, repeats: int = 1, dims=None, trials: int = 20
                 row["process_seconds"] = _our_quick_figure_process(d, trials, draws)
                 row["peer_seconds"], row["peer_output"] = _peer_quick_figure(peer, d, tmp)
                 row["peer_ratio"] = row["peer_seconds"] / row["process_seconds"]
+            row["loadavg"] = os.getloadavg()[0]
             out["rows"].append(row)
     return out
 
@@ -769,6 +771,10 @@ def bench_icl(quick: bool = False, repeats: int = 1, dims=None, trials: int = 20
 def format_icl(res: dict) -> str:
     lines = [f"linear-attention ICL quick figure: 12 kappa in [0.2, 32], alpha = tau = 10, "
              f"rho = 0.01, lambda = 1e-6, {res['trials']} trials, dMMSE {res['draws']} draws"]
+    if "loadavg_start" in res:
+        lines.append(f"{res.get('cpus', '?')} CPUs; 1-min load average {res['loadavg_start']:.1f}"
+                     " at the start (other work on the machine slows both sides alike only "
+                     "roughly)")
     for r in res["rows"]:
         a_s = r["authors_seconds"]
         if "peer_seconds" in r:
@@ -786,7 +792,8 @@ def format_icl(res: dict) -> str:
             if kind == "seconds":
                 ratio += (f" (goal <= {goal:g} s on this machine: "
                           f"{'met' if r['seconds'] <= goal else 'NOT met'})")
-        lines.append(f"d = {r['d']}: {r['seconds']:.1f} s in this process (first call, "
+        load = f" (load {r['loadavg']:.1f})" if "loadavg" in r else ""
+        lines.append(f"d = {r['d']}{load}: {r['seconds']:.1f} s in this process (first call, "
                      f"compilation included){ratio}; max CG residual "
                      f"{r['max_cg_residual']:.1e}")
         lines.append("  kappa   g_task (ours +- SE)   authors    z     ridgeless theory (d->inf)")
