@@ -531,10 +531,11 @@ def format_denoise(res: dict) -> str:
     if met:
         lines.append(goal + f"met ({min(met):.2f} s)")
     elif f["mse"] > tg["1.025_bayes"]:
-        lines.append(goal + f"NOT met: one head at L={c['L']} does not go below "
-                     f"{f['mse'] / B:.4f} x Bayes (the floor above; the infinite-prompt "
-                     "optimum's small excess is out of reach at finite L, where the softmax "
-                     "average over the context adds its variance)")
+        lines.append(goal + f"NOT met: the best head found at L={c['L']}, the isotropic "
+                     f"one above, sits at {f['mse'] / B:.4f} x Bayes, and Adam on all "
+                     "parameters started there does not lower it (protocol best); the "
+                     "infinite-prompt optimum's small excess is out of reach at finite L, "
+                     "where the softmax average over the context adds its variance")
     else:
         lines.append(goal + "NOT met in the time given")
     return "\n".join(lines)
