@@ -213,7 +213,7 @@ def _xla_cache_state() -> str:
     """'off', 'cold (empty)' or 'warm (N entries)' for the persistent compilation cache."""
     import jax
 
-    path = jax.config.read("jax_compilation_cache_dir")
+    path = jax.config.jax_compilation_cache_dir
     if not path:
         return "off (GMTHEORY_NO_JAX_CACHE)"
     p = Path(path)

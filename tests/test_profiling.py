@@ -31,3 +31,31 @@ def test_verify_records_compilations_per_check():
 
     (res,) = run_checks(select_checks("operator.01c"), progress=False)
     assert set(res.compiles) >= {"programs", "compile_s", "top"}
+
+
+def test_reproduce_end_to_end_on_a_subset(tmp_path, monkeypatch, capsys):
+    """`gmtheory reproduce` on one check and one figure: the report, checks.json,
+    profile.json and timings.json are written, and the cache state is printed."""
+    import json
+
+    import gmtheory.derivations as derivations
+    import gmtheory.figures as figures
+    import gmtheory.verify as verify
+    from gmtheory.cli import main
+
+    select = verify.select_checks
+    monkeypatch.setattr(verify, "select_checks", lambda pattern=None: select("operator.01c"))
+    monkeypatch.setattr(figures, "all_figures", lambda: ["gated-experts"])
+    monkeypatch.setattr(derivations, "write_all",
+                        lambda out: (tmp_path / "out" / "derivations").mkdir(parents=True)
+                        or tmp_path / "out" / "derivations")
+    rc = main(["reproduce", "--no-progress", "--out", str(tmp_path / "out"),
+               "--results", str(tmp_path / "res")])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    assert "XLA compilation cache:" in text and "in total" in text
+    prof = json.loads((tmp_path / "out" / "profile.json").read_text())
+    assert set(prof["checks"]) == {"operator.01c-large-scores"}
+    assert set(prof["figures"]) == {"gated-experts"}
+    assert (tmp_path / "out" / "report.md").exists()
+    assert (tmp_path / "out" / "figures" / "gated-experts.png").exists()
