@@ -27,6 +27,7 @@ without a target.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import statistics
 import sys
@@ -56,18 +57,27 @@ def numpy_rng(key) -> np.random.Generator:
 
 
 def listops_tree(rng: np.random.Generator, depth: int = 1, max_depth: int = 10,
-                 max_args: int = 10):
+                 max_args: int = 10, max_length: int | None = None):
     """One random tree by the LRA rules: ``(tree, length)``; a tree is an int (leaf) or
-    ``(op, [children])``; ``length`` counts op, leaf and ``]`` tokens."""
+    ``(op, [children])``; ``length`` counts op, leaf and ``]`` tokens.
+
+    ``max_length``: stop drawing as soon as the tree reaches that many tokens and return
+    ``(None, length so far)`` (a tree that :func:`listops` would reject anyway; the trees
+    it keeps have the same distribution, and drawing is many times faster for short
+    sequences).
+    """
     r = rng.random() if depth < max_depth else 1.0
     if r > VALUE_P:
         return int(rng.integers(10)), 1
     n_args = int(rng.integers(2, max_args + 1))
     kids, length = [], 2
     for _ in range(n_args):
-        t, n = listops_tree(rng, depth + 1, max_depth, max_args)
-        kids.append(t)
+        budget = None if max_length is None else max_length - length
+        t, n = listops_tree(rng, depth + 1, max_depth, max_args, budget)
         length += n
+        if t is None or (max_length is not None and length >= max_length):
+            return None, length
+        kids.append(t)
     return (LISTOPS_OPS[int(rng.integers(len(LISTOPS_OPS)))], kids), length
 
 
@@ -115,8 +125,8 @@ def listops(key, n: int, max_len: int, *, min_len: int | None = None, max_depth:
     lengths = np.zeros(n, np.int32)
     i = 0
     while i < n:
-        tree, length = listops_tree(rng, 1, max_depth, max_args)
-        if not min_len < length < max_len:
+        tree, length = listops_tree(rng, 1, max_depth, max_args, max_len)
+        if tree is None or not min_len < length < max_len:
             continue
         t = listops_tokens(tree)
         toks[i, :length] = t
@@ -145,6 +155,14 @@ def mqar(key, n: int, seq_len: int, n_pairs: int, n_keys: int = 32) -> dict:
     if n_pairs > n_keys or 3 * n_pairs > seq_len:
         raise ValueError(f"n_pairs: need n_pairs <= n_keys and 3 n_pairs <= seq_len, got "
                          f"n_pairs={n_pairs}, n_keys={n_keys}, seq_len={seq_len}.")
+    toks, lab = _mqar_arrays(key, int(n), int(seq_len), int(n_pairs), int(n_keys))
+    return {"tokens": np.asarray(toks, np.int32), "label": np.asarray(lab, np.int32)}
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4))
+def _mqar_arrays(key, n, seq_len, n_pairs, n_keys):
+    """The arrays of :func:`mqar`, in one compiled program (op-by-op eager ``vmap`` spends
+    seconds compiling each random primitive)."""
     kk, kv, kq = jax.random.split(key, 3)
 
     def one(k1, k2, k3):
@@ -159,9 +177,8 @@ def mqar(key, n: int, seq_len: int, n_pairs: int, n_keys: int = 32) -> dict:
         lab = jnp.full(seq_len, -1, jnp.int32).at[rest].set(vals[order])
         return toks, lab
 
-    toks, lab = jax.vmap(one)(jax.random.split(kk, n), jax.random.split(kv, n),
-                              jax.random.split(kq, n))
-    return {"tokens": np.asarray(toks, np.int32), "label": np.asarray(lab, np.int32)}
+    return jax.vmap(one)(jax.random.split(kk, n), jax.random.split(kv, n),
+                         jax.random.split(kq, n))
 
 
 # ------------------------------------------------------------------ selective copying
@@ -208,7 +225,8 @@ def gmm_icl(key, n: int, L: int, *, case: str = "A", d: int = 2, n_classes: int 
     """In-context classification of Gaussian-mixture points.
 
     Each prompt draws a label permutation ``perm`` (cluster ``k`` carries label
-    ``perm[k]``) and, in case ``"B"``, its own means ``~ N(0, sep^2 I)`` (case ``"A"``:
+    ``perm[k]``) and, in case ``"B"`` (or ``case`` a true boolean, which may be traced),
+    its own means ``~ N(0, sep^2 I)`` (case ``"A"``:
     :func:`gmm_fixed_means`).  ``L + 1`` points are drawn from the equal-weight mixture
     ``N(mean_k, var I)`` by :meth:`GaussianMixture.sample`; the first ``L`` become tokens
     ``(x, onehot(label), 0)`` and the last the query ``(x, 0, 1)``.
@@ -216,8 +234,12 @@ def gmm_icl(key, n: int, L: int, *, case: str = "A", d: int = 2, n_classes: int 
     Returns ``inputs`` ``(n, L + 1, d + C + 1)``, ``label`` ``(n,)`` (the query's label),
     ``component`` ``(n,)`` (its cluster), ``perm`` ``(n, C)`` and ``means`` ``(n, C, d)``.
     """
-    if case not in ("A", "B"):
-        raise ValueError(f"case: must be 'A' or 'B', got {case!r}.")
+    if isinstance(case, str):
+        if case not in ("A", "B"):
+            raise ValueError(f"case: must be 'A' or 'B', got {case!r}.")
+        redraw = case == "B"
+    else:  # a boolean, possibly traced: one compiled program serves both cases
+        redraw = jnp.asarray(case, bool)
     C = n_classes
     fixed = gmm_fixed_means(C, d, sep, dtype)
     w = jnp.full((C,), 1.0 / C, dtype)
@@ -225,7 +247,7 @@ def gmm_icl(key, n: int, L: int, *, case: str = "A", d: int = 2, n_classes: int 
     def one(k):
         kp, km, ks = jax.random.split(k, 3)
         perm = jax.random.permutation(kp, C)
-        means = sep * jax.random.normal(km, (C, d), dtype) if case == "B" else fixed
+        means = jnp.where(redraw, sep * jax.random.normal(km, (C, d), dtype), fixed)
         mix = GaussianMixture.isotropic(w, means, jnp.asarray(var, dtype))
         x, comp = mix.sample(ks, L + 1)
         lab = perm[comp]

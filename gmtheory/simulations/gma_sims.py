@@ -1,0 +1,728 @@
+"""GMA in use (issue 14): recall, byte-level language modelling and in-context GMM
+classification, each trained for the four mixers of :mod:`gmtheory.gma_models`.
+
+All three run every seed of a sweep point at once (``train(batched=True)``: the seeds in
+``vmap``, split over the visible devices by :func:`gmtheory.training.train`), with AdamW,
+warm-up then cosine decay and gradient clipping (:func:`gmtheory.gma_models.make_optimizer`)
+and the training engine's NaN guard, checkpoints and progress bar.  The mixers are
+compared at equal parameter count (:func:`gmtheory.gma_models.matched_configs`: the MLP
+width of each mixer is set so that its model has the softmax model's count).  Training
+and test data come from named seed streams (:func:`gmtheory.problems.stream_key`), so
+every mixer sees the same examples; the model initialisation and the minibatches come
+from the point's own key.  Time per step is measured between the ends of the first and
+the last block of the training loop (so it excludes compilation), for all seeds together.
+
+* ``gma-recall`` — accuracy against sequence length on ListOps (bidirectional, mean-pooled
+  classification) and MQAR (causal, accuracy at the query positions).
+* ``gma-lm`` — causal byte-level LM on the standard library's sources: validation bits
+  per byte against steps and wall-clock, and the responsibility analysis of the GMA
+  model's first layer (:func:`gmtheory.gma_analysis.responsibility_report`).
+* ``gma-gmm`` — in-context GMM classification, cases A (fixed means, labels permuted per
+  prompt) and B (means redrawn per prompt): trained softmax and GMA, the trained GMA
+  model's infinite-prompt limit, the softmax-attention limit (Prop. 2.1 operator) and the
+  Bayes classifier with known means.
+
+Documentation: ``docs/topics/gma.md#gma-in-use-experiments``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import gma_models as GM
+from .. import tasks as T
+from ..gma_analysis import (
+    BYTE_CATEGORIES,
+    byte_categories,
+    head_features,
+    prompt_limit,
+    responsibility_report,
+)
+from ..mixture import GaussianMixture
+from ..operators import softmax_limit_blocked
+from ..problems import stream_key
+from ..quadrature import gauss_hermite_nodes
+from ..stats import mean_se
+from ..training import train
+from ._base import Simulation, register
+
+__all__ = ["RecallConfig", "LMConfig", "GMMConfig", "train_seeds", "StepClock"]
+
+LN2 = float(np.log(2.0))
+
+
+# ---------------------------------------------------------------------------- shared
+@functools.cache
+def _optimizer(lr: float, steps: int):
+    """One optimizer object per (lr, steps): the engine caches its compiled program on the
+    optimizer's identity, so the points of a sweep share it."""
+    return GM.make_optimizer(lr, steps)
+
+
+class StepClock:
+    """``train`` callback: wall-clock time at the end of every block."""
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+        self.times: list[float] = []
+        self.steps: list[int] = []
+
+    def __call__(self, info):
+        self.times.append(time.perf_counter() - self.t0)
+        self.steps.append(int(info["step"]))
+
+    def seconds_per_step(self) -> float:
+        """Time per step past the first block (which includes the compilation)."""
+        if len(self.times) < 2:
+            return float("nan")
+        return (self.times[-1] - self.times[0]) / (self.steps[-1] - self.steps[0])
+
+
+def train_seeds(mcfg: GM.ModelConfig, loss_fn, key, seeds: int, *, steps: int, lr: float,
+                data=None, records: int = 10, metrics_fn=None, desc: str = "gma", tag=None):
+    """Build ``seeds`` models of ``mcfg`` and train them at once; returns
+    ``(TrainResult, StepClock)``.  One record per block (``records`` of them)."""
+    k_init, k_train = jax.random.split(key)
+    params = _builder(mcfg)(jax.random.split(k_init, seeds))
+    clock = StepClock()
+    res = train(loss_fn, params, _optimizer(float(lr), int(steps)), steps=steps,
+                key=jax.random.split(k_train, seeds), data=data,
+                record_every=steps // records, block_records=1, metrics_fn=metrics_fn,
+                batched=True, callback=clock, desc=desc, tag=tag)
+    return res, clock
+
+
+@functools.cache
+def _builder(mcfg: GM.ModelConfig):
+    """``keys -> models`` (leading seed axis), compiled once per configuration."""
+    return jax.jit(jax.vmap(lambda k: GM.build(mcfg, k)))
+
+
+def _seed(model, s):
+    return jax.tree.map(lambda a: a[s], model)
+
+
+def _base_model(cfg, **kw) -> GM.ModelConfig:
+    return GM.ModelConfig(mixer="softmax", d_model=cfg.d_model, depth=cfg.depth,
+                          heads=cfg.heads, mlp_hidden=cfg.mlp_hidden, K=cfg.K,
+                          features=cfg.features, **kw)
+
+
+def _matched(cfg, mixers, **kw):
+    base = _base_model(cfg, **kw)
+    return GM.matched_configs(base, mixers)
+
+
+def _masked_ce(logits, labels, weight):
+    lp = jax.nn.log_softmax(logits.astype(jnp.float32), -1)
+    nll = -jnp.take_along_axis(lp, jnp.maximum(labels, 0)[..., None], -1)[..., 0]
+    return jnp.sum(nll * weight) / jnp.maximum(jnp.sum(weight), 1.0)
+
+
+# ------------------------------------------------------- shared sequence-labelling run
+# ListOps, MQAR and the byte LM are all "sequence labelling": int tokens (B, W) and a
+# label per position (-1: no target).  With the same model configuration, width W,
+# batch, steps and learning rate they run the *same* compiled program per mixer (the
+# engine caches it on the loss function's and the optimiser's identity), which is what
+# keeps the quick profiles of gma-recall and gma-lm inside their CPU budget.
+VOCAB = 256
+
+
+@functools.cache
+def _seq_loss(batch: int, masked: bool):
+    """Masked cross-entropy over the labelled positions of ``batch`` random rows of
+    ``data["tokens"]``; ``masked``: padding (token 0) is masked out of the keys
+    (bidirectional models; causal models need no mask for trailing padding)."""
+    def loss(model, data, key):
+        idx = jax.random.randint(key, (batch,), 0, data["tokens"].shape[0])
+        return _seq_ce(model, data["tokens"][idx], data["label"][idx], masked)[0]
+    return loss
+
+
+def _seq_ce(model, tokens, label, masked):
+    logits = model(tokens, tokens > 0 if masked else None)
+    w = (label >= 0).astype(jnp.float32)
+    hit = (jnp.argmax(logits, -1) == label).astype(jnp.float32)
+    return _masked_ce(logits, label, w), jnp.sum(hit * w) / jnp.maximum(jnp.sum(w), 1.0)
+
+
+def _seq_metrics_masked(model, data):
+    ce, acc = _seq_ce(model, data["val_tokens"], data["val_label"], True)
+    return {"val_ce": ce, "val_acc": acc}
+
+
+def _seq_metrics(model, data):
+    ce, acc = _seq_ce(model, data["val_tokens"], data["val_label"], False)
+    return {"val_ce": ce, "val_acc": acc}
+
+
+def _seq_run(cfg, mixer, causal, data, key, width, desc, tag):
+    """Train ``cfg.seeds`` models of one mixer on sequence-labelling ``data``; validation
+    cross-entropy (nats) and accuracy at every record."""
+    mcfg = _matched(cfg, (mixer,), vocab=VOCAB, n_out=VOCAB, causal=causal,
+                    max_len=width)[mixer]
+    data = {k: jnp.asarray(v) for k, v in data.items()}
+    res, clock = train_seeds(mcfg, _seq_loss(cfg.batch, not causal), key, cfg.seeds,
+                             steps=cfg.steps, lr=cfg.lr, data=data, records=cfg.records,
+                             metrics_fn=_seq_metrics if causal else _seq_metrics_masked,
+                             desc=desc, tag=tag)
+    return res, clock, mcfg
+
+
+def _pad(a, n, value):
+    return np.pad(a, [(0, 0), (0, n - a.shape[1])], constant_values=value)
+
+
+# --------------------------------------------------------------------------- gma-recall
+@dataclass(frozen=True)
+class RecallConfig:
+    """ListOps and MQAR accuracy against sequence length, four mixers.
+
+    Quick profile (~40 s of CPU on 2 cores; shares its four compiled programs with
+    ``gma-lm``'s quick profile): ListOps at N = 32, 64 and MQAR (4 pairs, 16 keys) at
+    N = 32, 64, one block of width 32, 150 steps of 16 sequences, 3 seeds, all lengths
+    padded to 64 and every model *causal* (ListOps read at its last token).  It shows the
+    pipeline end to end, the relative speed of the mixers and which mixers start to learn
+    MQAR within 150 steps.  At these sizes ListOps stays near its majority-class rate for
+    every mixer, so the quick profile *cannot* rank the mixers on long-context
+    classification, test the bidirectional GMA form on it, or show a trend with length.
+    The paper profile (ListOps N = 500, 1000, 2000 bidirectional, read at its first
+    token, as in LRA's lengths; MQAR N = 256..2048 with 16 pairs; width 128, 2 blocks,
+    5000 steps) is sized for one GPU.
+    """
+
+    seed: int = 0
+    seeds: int = 3
+    mixers: tuple[str, ...] = GM.MIXERS
+    tasks: tuple[str, ...] = ("listops", "mqar")
+    listops_lengths: tuple[int, ...] = (32, 64)
+    listops_causal: bool = True
+    mqar_lengths: tuple[int, ...] = (32, 64)
+    mqar_pairs: int = 4
+    mqar_keys: int = 16
+    width: int = 64           # every sequence padded to this (0: each to its own N)
+    d_model: int = 32
+    depth: int = 1
+    heads: int = 2
+    mlp_hidden: int = 64
+    K: int = 8
+    features: int = 16
+    steps: int = 150
+    batch: int = 16
+    lr: float = 3e-3
+    records: int = 5
+    n_train: int = 2048
+    n_test: int = 128
+
+    @classmethod
+    def quick(cls):
+        return cls()
+
+    @classmethod
+    def paper(cls):
+        return cls(listops_lengths=(500, 1000, 2000), listops_causal=False,
+                   mqar_lengths=(256, 512, 1024, 2048), mqar_pairs=16, mqar_keys=64, width=0,
+                   d_model=128, depth=2, heads=4, mlp_hidden=256, K=32, features=64,
+                   steps=5000, batch=64, lr=1e-3, records=20, n_train=20000, n_test=2000)
+
+
+def _recall_lengths(cfg, task):
+    return cfg.listops_lengths if task == "listops" else cfg.mqar_lengths
+
+
+def _recall_points(cfg):
+    return [{"task": t, "N": int(n), "mixer": m} for t in cfg.tasks
+            for n in _recall_lengths(cfg, t) for m in cfg.mixers]
+
+
+def _recall_data(cfg, task, N, split):
+    """Tokens and per-position labels: ListOps' answer at its last token (causal) or its
+    first (bidirectional), MQAR's values at its query positions.  Drawn once per process
+    for all mixers (read-only arrays)."""
+    n = cfg.n_train if split == "train" else cfg.n_test
+    return _recall_data_cached(cfg.seed, task, N, split, n, cfg.width or N,
+                               cfg.listops_causal, cfg.mqar_pairs, cfg.mqar_keys)
+
+
+@functools.lru_cache(maxsize=8)
+def _recall_data_cached(seed, task, N, split, n, width, listops_causal, mqar_pairs, mqar_keys):
+    key = stream_key(seed, f"gma-recall-{task}-{N}-{split}")
+    out = _recall_arrays(key, task, N, n, width, listops_causal, mqar_pairs, mqar_keys)
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
+def _recall_arrays(key, task, N, n, width, listops_causal, mqar_pairs, mqar_keys):
+    if task == "listops":
+        d = T.listops(key, n, N)
+        lab = np.full((n, width), -1, np.int32)
+        at = d["length"] - 1 if listops_causal else np.zeros(n, np.int64)
+        lab[np.arange(n), at] = d["label"]
+        return _pad(d["tokens"], width, 0), lab
+    d = T.mqar(key, n, N, mqar_pairs, mqar_keys)
+    return _pad(d["tokens"], width, 0), _pad(d["label"], width, -1)
+
+
+def _recall_point(cfg, point, key):
+    task, N, mixer = point["task"], point["N"], point["mixer"]
+    causal = task == "mqar" or cfg.listops_causal
+    tr, trl = _recall_data(cfg, task, N, "train")
+    te, tel = _recall_data(cfg, task, N, "test")
+    data = {"tokens": tr, "label": trl, "val_tokens": te, "val_label": tel}
+    res, clock, mcfg = _seq_run(cfg, mixer, causal, data, key, cfg.width or N,
+                                f"gma-recall {task} N={N} {mixer}",
+                                ["gma-recall", task, N, mixer])
+    if task == "listops":
+        chance = np.bincount(tel[tel >= 0], minlength=10).max() / cfg.n_test
+    else:
+        chance = 1.0 / cfg.mqar_keys
+    return {"acc": np.asarray(res.history["val_acc"][-1]),          # (seeds,)
+            "acc_curve": np.asarray(res.history["val_acc"]).T,       # (seeds, records)
+            "steps": np.asarray(res.steps), "final_loss": np.asarray(res.loss[-1]),
+            "sec_per_step": np.asarray(clock.seconds_per_step()),
+            "params": np.asarray(GM.param_count(mcfg)), "chance": np.asarray(chance)}
+
+
+def _recall_assemble(cfg, points, results):
+    out = {}
+    for p, r in zip(points, results, strict=True):
+        pre = f"{p['task']}/{p['mixer']}/"
+        for k, v in r.items():
+            out.setdefault(pre + k, []).append(np.asarray(v))
+    arrays = {k: np.stack(v) for k, v in out.items()}
+    for t in cfg.tasks:
+        arrays[f"{t}/N"] = np.asarray(_recall_lengths(cfg, t))
+    arrays["mixers"] = np.asarray(cfg.mixers)
+    arrays["tasks"] = np.asarray(cfg.tasks)
+    return arrays
+
+
+def _recall_summary(cfg, a):
+    lines = []
+    for t in cfg.tasks:
+        for m in cfg.mixers:
+            acc = a[f"{t}/{m}/acc"]                      # (lengths, seeds)
+            cells = []
+            for n, row in zip(a[f"{t}/N"], acc, strict=True):
+                mu, se = mean_se(row)
+                cells.append(f"N={int(n)}: {mu:.3f}±{se:.3f}")
+            lines.append(f"{t:8s} {m:9s} test acc (mean±SE, {acc.shape[1]} seeds) "
+                         + ", ".join(cells)
+                         + f"; params {int(a[f'{t}/{m}/params'][0])}, "
+                         f"{1e3 * float(np.mean(a[f'{t}/{m}/sec_per_step'])):.1f} ms/step "
+                         "(all seeds together)")
+        lines.append(f"{t:8s} chance (MQAR) / majority-class rate (ListOps): "
+                     + ", ".join(f"{float(c):.3f}" for c in a[f"{t}/{cfg.mixers[0]}/chance"]))
+    return lines
+
+
+register(Simulation(
+    name="gma-recall",
+    description="ListOps and MQAR accuracy vs sequence length for softmax, elu+1 linear, "
+                "FAVOR+ and GMA mixers at equal parameter count (issue 14)",
+    config_cls=RecallConfig,
+    points=_recall_points,
+    run_point=_recall_point,
+    assemble=_recall_assemble,
+    summary=_recall_summary,
+))
+
+
+# ------------------------------------------------------------------------------ gma-lm
+@dataclass(frozen=True)
+class LMConfig:
+    """Causal byte-level LM on the Python standard library's top-level ``.py`` files
+    (:func:`gmtheory.tasks.stdlib_corpus`: files whose name hashes to 0 mod 8 held out).
+
+    Quick profile (~15 s of CPU after ``gma-recall``, whose compiled programs it reuses;
+    ~40 s alone): 2048 training windows of 64 bytes at seeded random offsets in the first
+    1 MB of the training files, 128 fixed validation windows spread over 200 kB of the
+    held-out files, one block of width 32, 150 steps of 16 windows, 3 seeds, validation
+    every 30 steps.  It shows the learning curves separating early (from 8 bits per byte
+    at initialisation towards the unigram/bigram level) and the responsibilities of a
+    barely trained GMA layer; it *cannot* show the asymptotic ranking of the mixers (the
+    paper profile: every non-overlapping 512-byte window of the corpus, 4 blocks of width
+    256, 20000 steps).
+    """
+
+    seed: int = 0
+    seeds: int = 3
+    mixers: tuple[str, ...] = GM.MIXERS
+    max_train_bytes: int = 1_000_000
+    max_val_bytes: int = 200_000
+    width: int = 64
+    d_model: int = 32
+    depth: int = 1
+    heads: int = 2
+    mlp_hidden: int = 64
+    K: int = 8
+    features: int = 16
+    steps: int = 150
+    batch: int = 16
+    lr: float = 3e-3
+    records: int = 5
+    n_train: int = 2048       # 0: every non-overlapping window
+    n_val: int = 128
+
+    @classmethod
+    def quick(cls):
+        return cls()
+
+    @classmethod
+    def paper(cls):
+        return cls(max_train_bytes=0, max_val_bytes=0, width=512, d_model=256, depth=4,
+                   heads=4, mlp_hidden=1024, K=32, features=64, steps=20000, batch=32,
+                   lr=1e-3, records=40, n_train=0, n_val=512)
+
+
+@functools.lru_cache(maxsize=2)
+def _corpus(max_train_bytes: int, max_val_bytes: int):
+    return T.stdlib_corpus(max_train_bytes=max_train_bytes or None,
+                           max_val_bytes=max_val_bytes or None)
+
+
+def _windows(buf, starts, width):
+    w = np.stack([buf[s: s + width + 1] for s in starts]).astype(np.int32)
+    return w[:, :-1], w[:, 1:]
+
+
+def _lm_data(cfg, corpus):
+    tr, va = corpus["train"], corpus["val"]
+    if cfg.n_train:
+        starts = np.sort(np.asarray(jax.random.randint(
+            stream_key(cfg.seed, "gma-lm-windows"), (cfg.n_train,), 0,
+            len(tr) - cfg.width - 1)))
+    else:
+        starts = np.arange(0, len(tr) - cfg.width - 1, cfg.width)
+    x, y = _windows(tr, starts, cfg.width)
+    vs = np.linspace(0, len(va) - cfg.width - 2, cfg.n_val).astype(np.int64)
+    vx, vy = _windows(va, vs, cfg.width)
+    return {"tokens": x, "label": y, "val_tokens": vx, "val_label": vy}
+
+
+def _lm_points(cfg):
+    return [{"mixer": m} for m in cfg.mixers]
+
+
+def _lm_point(cfg, point, key):
+    mixer = point["mixer"]
+    corpus = _corpus(cfg.max_train_bytes, cfg.max_val_bytes)
+    data = _lm_data(cfg, corpus)
+    res, clock, mcfg = _seq_run(cfg, mixer, True, data, key, cfg.width, f"gma-lm {mixer}",
+                                ["gma-lm", mixer])
+    out = {"val_bpb": np.asarray(res.history["val_ce"]).T / LN2,     # (seeds, records)
+           "val_bpb0": np.asarray(res.initial["val_ce"]) / LN2,
+           "steps": np.asarray(res.steps), "wall": np.asarray(clock.times),
+           "sec_per_step": np.asarray(clock.seconds_per_step()),
+           "params": np.asarray(GM.param_count(mcfg)),
+           "python": np.asarray(corpus["python"]),
+           "train_files": np.asarray(corpus["train_files"]),
+           "val_files": np.asarray(corpus["val_files"]),
+           "train_bytes": np.asarray(len(corpus["train"])),
+           "val_bytes": np.asarray(len(corpus["val"]))}
+    if mixer == "gma":
+        out.update(_lm_responsibilities(res.params, data["val_tokens"], cfg.seeds))
+    return out
+
+
+def _lm_responsibilities(models, val_tokens, seeds):
+    """Responsibility report of the first GMA layer of each seed, on the validation
+    windows (keys: the LayerNorm'd residual stream entering the layer; categories: the
+    byte at each position)."""
+    x = jnp.asarray(val_tokens)
+    cats = byte_categories(np.asarray(x))
+    rows: dict[str, list] = {}
+    for s in range(seeds):
+        m = _seed(models, s)
+        z = m.blocks[0].ln1(GM.mixer_outputs(m, x)[0])
+        rep = responsibility_report(m.blocks[0].mixer.gma, z, cats, len(BYTE_CATEGORIES))
+        for k, v in rep.items():
+            rows.setdefault(k, []).append(v)
+    out = {f"resp_{k}": np.stack(v) for k, v in rows.items()}          # (seeds, heads, ...)
+    out["resp_category_counts"] = np.bincount(cats.ravel(), minlength=len(BYTE_CATEGORIES))
+    return out
+
+
+def _lm_assemble(cfg, points, results):
+    arrays = {}
+    for p, r in zip(points, results, strict=True):
+        for k, v in r.items():
+            if k in ("python", "train_files", "val_files", "train_bytes", "val_bytes"):
+                arrays[k] = v
+            else:
+                arrays[f"{p['mixer']}/{k}"] = v
+    arrays["mixers"] = np.asarray(cfg.mixers)
+    arrays["categories"] = np.asarray(BYTE_CATEGORIES)
+    return arrays
+
+
+def _lm_summary(cfg, a):
+    lines = [f"corpus: Python {a['python']} stdlib, {int(a['train_bytes'])} training bytes "
+             f"({len(a['train_files'])} files), {int(a['val_bytes'])} validation bytes "
+             f"({len(a['val_files'])} held-out files)"]
+    for m in cfg.mixers:
+        final = a[f"{m}/val_bpb"][:, -1]
+        mu, se = mean_se(final)
+        lines.append(f"{m:9s} validation bits/byte at step {int(a[f'{m}/steps'][-1])}: "
+                     f"{mu:.3f}±{se:.3f} ({len(final)} seeds); params "
+                     f"{int(a[f'{m}/params'])}, {1e3 * float(a[f'{m}/sec_per_step']):.1f} "
+                     f"ms/step (all seeds together)")
+    if "gma/resp_usage_entropy" in a:
+        for k in ("usage_entropy", "token_entropy", "dead_fraction", "nmi"):
+            v = a[f"gma/resp_{k}"]                   # (seeds, heads)
+            lines.append(f"gma layer 1 {k}: mean over heads and seeds {float(np.mean(v)):.3f}"
+                         f" (per head: {np.round(np.mean(v, 0), 3).tolist()})")
+    return lines
+
+
+register(Simulation(
+    name="gma-lm",
+    description="Byte-level causal LM on the Python standard library: validation bits/byte "
+                "vs steps and wall-clock for four mixers; GMA responsibility analysis "
+                "(issue 14)",
+    config_cls=LMConfig,
+    points=_lm_points,
+    run_point=_lm_point,
+    assemble=_lm_assemble,
+    summary=_lm_summary,
+))
+
+
+# ----------------------------------------------------------------------------- gma-gmm
+@dataclass(frozen=True)
+class GMMConfig:
+    """In-context classification of Gaussian-mixture points (:func:`gmtheory.tasks.gmm_icl`),
+    case A (means fixed, labels permuted per prompt) and B (means redrawn per prompt).
+
+    One bidirectional block (so the trained model's infinite-prompt limit is the layer's
+    limit followed by the MLP and the head), softmax and GMA mixers at equal parameter
+    count, minibatches from a seeded pool of ``n_train`` prompts per case.  Reported:
+    test accuracy at the training prompt length ``L``; the trained GMA model's accuracy
+    at L = infinity (moments ``E[r_k v^T]``, ``E[r_k]`` of the LayerNorm'd token
+    embeddings by Gauss-Hermite quadrature per prompt,
+    :func:`gmtheory.gma_analysis.prompt_limit`); the Prop. 2.1 softmax-attention limit on
+    the raw tokens (scores ``x . q / var``, values the label;
+    :func:`gmtheory.operators.softmax_limit_blocked`); and the Bayes classifier with the
+    prompt's means known.
+
+    Quick profile (~35 s on 2 cores): d = 2, 3 classes, L = 32, 200 steps of 32 prompts
+    from a pool of 8192, width 32, 3 seeds.  It shows the A/B contrast at one (L, d);
+    it cannot say how the gap depends on L, d or the number of classes (the paper
+    profile: L = 128, 3000 steps, width 64).
+    """
+
+    seed: int = 0
+    seeds: int = 3
+    mixers: tuple[str, ...] = ("softmax", "gma")
+    cases: tuple[str, ...] = ("A", "B")
+    d: int = 2
+    n_classes: int = 3
+    sep: float = 2.0
+    var: float = 0.25
+    L: int = 32
+    d_model: int = 32
+    depth: int = 1
+    heads: int = 2
+    mlp_hidden: int = 64
+    K: int = 8
+    features: int = 16
+    steps: int = 200
+    batch: int = 32
+    lr: float = 3e-3
+    n_train: int = 8192
+    n_test: int = 512
+    order: int = 16
+
+    @classmethod
+    def quick(cls):
+        return cls()
+
+    @classmethod
+    def paper(cls):
+        return cls(L=128, d_model=64, heads=4, mlp_hidden=128, K=16, features=32, steps=3000,
+                   batch=128, lr=1e-3, n_train=200_000, n_test=4096, order=24)
+
+
+def _gmm_points(cfg):
+    return [{"case": c, "mixer": m} for c in cfg.cases for m in cfg.mixers]
+
+
+@functools.cache
+def _gmm_loss(batch):
+    """Cross-entropy at the query of ``batch`` random prompts of the pool."""
+    def loss(model, data, key):
+        idx = jax.random.randint(key, (batch,), 0, data["inputs"].shape[0])
+        logits = model(data["inputs"][idx])[:, -1]
+        return _masked_ce(logits, data["label"][idx], jnp.ones((batch,)))
+    return loss
+
+
+@functools.cache
+def _gmm_draw(n, L, d, C, sep, var):
+    """``key, redraw -> prompts``: one compiled sampler for both cases."""
+    return jax.jit(lambda key, redraw: T.gmm_icl(key, n, L, case=redraw, d=d, n_classes=C,
+                                                 sep=sep, var=var))
+
+
+def _gmm_pools(cfg, case):
+    """Training pool (``n_train`` prompts) and test prompts (``n_test``), drawn in one
+    call from the case's seed stream."""
+    draw = _gmm_draw(cfg.n_train + cfg.n_test, cfg.L, cfg.d, cfg.n_classes, float(cfg.sep),
+                     float(cfg.var))
+    p = draw(stream_key(cfg.seed, f"gma-gmm-{case}"), jnp.asarray(case == "B"))
+    train = {"inputs": p["inputs"][: cfg.n_train], "label": p["label"][: cfg.n_train]}
+    test = {k: v[cfg.n_train:] for k, v in p.items()}
+    return train, test
+
+
+@jax.jit
+def _gmm_acc(models, inputs, label):
+    return jax.vmap(lambda m: jnp.mean(jnp.argmax(m(inputs)[:, -1], -1) == label))(models)
+
+
+def _query_logits_limit(model, q_tok, moments):
+    """Logits of a one-block GMA model at query token ``q_tok`` ``(d_in,)`` when the
+    prompt is infinite: the mixer output is its limit, the rest of the block is exact."""
+    blk = model.blocks[0]
+    h = model.embed_inputs(q_tok[None, None])[0]                 # (1, d_model)
+    att = prompt_limit(blk.mixer.gma, blk.ln1(h), moments)
+    x = h + att
+    x = x + blk.mlp(blk.ln2(x))
+    return (model.ln_f(x) @ model.head + model.head_b)[0]
+
+
+@functools.partial(jax.jit, static_argnames=("order", "var"))
+def _gma_limit_acc(models, test, order, var):
+    """Accuracy of each seed's model at L = infinity on the test prompts' queries: per
+    prompt, the moments over its mixture of tokens ``(x, onehot(perm[k]), 0)`` by
+    ``order^d`` Gauss-Hermite nodes per component."""
+    C, d = test["means"].shape[1:]
+    z, w = gauss_hermite_nodes(order, d)
+    z, w = jnp.asarray(z, jnp.float32), jnp.asarray(w, jnp.float32)
+    J = z.shape[0]
+
+    def one_prompt(model, means, perm, q_tok):
+        x = (means[:, None, :] + np.sqrt(var) * z[None]).reshape(C * J, d)
+        lab = jnp.repeat(jax.nn.one_hot(perm, C, dtype=x.dtype), J, 0)
+        tok = jnp.concatenate([x, lab, jnp.zeros((C * J, 1), x.dtype)], 1)
+        blk = model.blocks[0]
+        t = blk.ln1(model.embed_inputs(tok[None]))[0]
+        rk, v = head_features(blk.mixer.gma, t)                # (H, CJ, K), (H, CJ, dv)
+        wt = jnp.tile(w, C) / C                                  # equal class weights
+        moments = (jnp.einsum("n,hnk,hnd->hkd", wt, rk, v), jnp.einsum("n,hnk->hk", wt, rk))
+        return jnp.argmax(_query_logits_limit(model, q_tok, moments))
+
+    def acc(model):
+        pred = jax.lax.map(lambda a: one_prompt(model, *a),
+                           (test["means"], test["perm"], test["inputs"][:, -1]))
+        return jnp.mean(pred == test["label"])
+    return jax.vmap(acc)(models)
+
+
+def _joint_mixture(means, perm, var):
+    """Tokens ``(x, onehot(perm[k]))`` of component ``k`` as a Gaussian mixture in
+    ``R^(d + C)``: means ``(m_k, e_perm[k])``, covariances ``diag(var I_d, 0)`` (PSD)."""
+    C, d = means.shape
+    mu = jnp.concatenate([means, jax.nn.one_hot(perm, C, dtype=means.dtype)], 1)
+    cov = jnp.diag(jnp.concatenate([jnp.full((d,), var, means.dtype),
+                                    jnp.zeros((C,), means.dtype)]))
+    return GaussianMixture(jnp.full((C,), 1.0 / C, means.dtype), mu,
+                           jnp.broadcast_to(cov, (C, d + C, d + C)))
+
+
+def _reference_accuracies(cfg, test):
+    """Accuracies of the Prop. 2.1 softmax-attention limit and of Bayes on the test
+    prompts.  The limit reads the joint tokens ``(x, label one-hot)`` with scores
+    ``x . q / var`` (``U = diag(I_d / var, 0)``) and values the label part (``V = [0, I_C]``):
+    ``T(q) = sum_k alpha_k(q) e_perm[k]``, a label distribution; its argmax is the
+    prediction."""
+    d, C = cfg.d, cfg.n_classes
+    U = jnp.zeros((d + C, d + C)).at[:d, :d].set(jnp.eye(d) / cfg.var)
+    V = jnp.zeros((C, d + C)).at[:, d:].set(jnp.eye(C))
+    q = test["inputs"][:, -1, :d].astype(jnp.float64)
+    zq = jnp.concatenate([q, jnp.zeros((q.shape[0], C), q.dtype)], 1)
+
+    def op(means, perm, z):
+        mix = _joint_mixture(means.astype(z.dtype), perm, cfg.var)
+        return softmax_limit_blocked(mix, U.astype(z.dtype), V.astype(z.dtype), z[None])[0]
+
+    pred_op = jnp.argmax(jax.vmap(op)(test["means"], test["perm"], zq), -1)
+    bayes = jnp.argmin(jnp.sum((test["means"] - q[:, None]) ** 2, -1), -1)
+    pred_bayes = jnp.take_along_axis(test["perm"], bayes[:, None], 1)[:, 0]
+    return (float(jnp.mean(pred_op == test["label"])),
+            float(jnp.mean(pred_bayes == test["label"])))
+
+
+def _gmm_point(cfg, point, key):
+    case, mixer = point["case"], point["mixer"]
+    mcfg = _matched(cfg, (mixer,), d_in=T.gmm_token_dim(cfg.d, cfg.n_classes),
+                    n_out=cfg.n_classes, causal=False)[mixer]
+    train_pool, test = _gmm_pools(cfg, case)
+    res, clock = train_seeds(mcfg, _gmm_loss(cfg.batch), key, cfg.seeds, steps=cfg.steps,
+                             lr=cfg.lr, data=train_pool, desc=f"gma-gmm {case} {mixer}",
+                             tag=["gma-gmm", case, mixer])
+    acc = _gmm_acc(res.params, test["inputs"], test["label"])
+    out = {"acc": np.asarray(acc), "final_loss": np.asarray(res.loss[-1]),
+           "sec_per_step": np.asarray(clock.seconds_per_step()),
+           "params": np.asarray(GM.param_count(mcfg))}
+    if mixer == "gma":
+        out["acc_limit"] = np.asarray(_gma_limit_acc(res.params, test, cfg.order,
+                                                     float(cfg.var)))
+    op, bayes = _reference_accuracies(cfg, test)
+    out["acc_softmax_limit"] = np.asarray(op)
+    out["acc_bayes"] = np.asarray(bayes)
+    return out
+
+
+def _gmm_assemble(cfg, points, results):
+    arrays = {}
+    for p, r in zip(points, results, strict=True):
+        for k, v in r.items():
+            if k in ("acc_softmax_limit", "acc_bayes"):
+                arrays[f"{p['case']}/{k}"] = v
+            else:
+                arrays[f"{p['case']}/{p['mixer']}/{k}"] = v
+    arrays["mixers"] = np.asarray(cfg.mixers)
+    arrays["cases"] = np.asarray(cfg.cases)
+    arrays["chance"] = np.asarray(1.0 / cfg.n_classes)
+    return arrays
+
+
+def _gmm_summary(cfg, a):
+    lines = []
+    for c in cfg.cases:
+        parts = []
+        for m in cfg.mixers:
+            mu, se = mean_se(a[f"{c}/{m}/acc"])
+            parts.append(f"trained {m} {mu:.3f}±{se:.3f}")
+        if f"{c}/gma/acc_limit" in a:
+            mu, se = mean_se(a[f"{c}/gma/acc_limit"])
+            parts.append(f"trained GMA at L=inf {mu:.3f}±{se:.3f}")
+        parts.append(f"softmax limit (Prop. 2.1) {float(a[f'{c}/acc_softmax_limit']):.3f}")
+        parts.append(f"Bayes {float(a[f'{c}/acc_bayes']):.3f}")
+        lines.append(f"case {c} (L={cfg.L}, {cfg.seeds} seeds, mean±SE): " + ", ".join(parts))
+    for m in cfg.mixers:
+        lines.append(f"{m}: params {int(a[f'{cfg.cases[0]}/{m}/params'])}, "
+                     f"{1e3 * float(np.mean([a[f'{c}/{m}/sec_per_step'] for c in cfg.cases])):.1f}"
+                     " ms/step (all seeds together)")
+    return lines
+
+
+register(Simulation(
+    name="gma-gmm",
+    description="In-context GMM classification (cases A, B): trained softmax and GMA vs "
+                "GMA's infinite-prompt limit, the Prop. 2.1 softmax limit and Bayes "
+                "(issue 14)",
+    config_cls=GMMConfig,
+    points=_gmm_points,
+    run_point=_gmm_point,
+    assemble=_gmm_assemble,
+    summary=_gmm_summary,
+))
