@@ -32,6 +32,7 @@ def load_all():
         approx,
         denoising,
         gated_experts,
+        gma,
         icl,
         icl_nonlinear,
         lda,
