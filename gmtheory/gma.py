@@ -1,6 +1,7 @@
 """Gaussian Mixture Attention (GMA): linear-time attention routed through K Gaussians.
 
-Reference: gma.md (this project's definition; the paper publishes no code).  Per head,
+Documented in docs/topics/gma.md (this project's definition of GMA; the paper publishes
+no code).  Per head,
 queries and keys are mapped to routing vectors ``z = W x`` in ``R^{d_r}``, whose
 responsibilities ``r(z) = softmax_c(l_c(z) / tau)`` over K diagonal (optionally
 diagonal + low-rank precision) Gaussian components define the rank-K affinity
@@ -329,7 +330,7 @@ def causal_contraction(rq, rk, v, chunk: int = 128, normalisation: str = "query"
     return fn(rq, rk, v)
 
 
-# Forms with the routing fused into the chunked scan (gma.md, issue 14 item 5): the
+# Forms with the routing fused into the chunked scan (docs/topics/gma.md#benchmark): the
 # (H, B, N, K) responsibilities are never materialised; each chunk's queries, keys and
 # values are projected and routed inside the scan body (rematerialised for the backward).
 # The unfused form is faster while its working set fits in the cache; past

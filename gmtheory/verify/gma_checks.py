@@ -1,4 +1,4 @@
-"""Checks for Gaussian Mixture Attention against the mixture theory (gma.md, issue 14).
+"""Checks for Gaussian Mixture Attention against the mixture theory (docs/topics/gma.md).
 
 gma.01: on prompts of i.i.d. tokens from a Gaussian mixture, the finite-prompt GMA output
 (the layer itself, :func:`gmtheory.gma.gma_attention`) converges to its infinite-prompt
@@ -56,7 +56,7 @@ def _sq_errors(mix, params, key, queries, limit, L):
     "to its infinite-prompt limit r(q)^T E[r(x) v^T] / r(q)^T E[r(x)] (moments by "
     "Gauss-Hermite quadrature = Monte Carlo) at the L^-1/2 rate, with L E|error|^2 equal to "
     "the delta-method constant at every L.",
-    "GMA, tie to the mixture theory",
+    "docs/topics/gma.md#the-infinite-prompt-limit-and-check-gma01",
 )
 def check_infinite_prompt_limit():
     mix, params, q = _problem()
