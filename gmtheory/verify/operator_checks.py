@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import mpmath
@@ -166,6 +168,38 @@ def check_gaussian():
                    details={"full_rank": errs[0], "rank_2_of_4": errs[1]})
 
 
+_PROPA1_SIZES = (200, 300, 500)
+_PROPA1_W = (0.2, 0.5, 0.3)
+
+
+@jax.jit
+def _propA1_draws(key):
+    """Components, queries and U of check operator.04 in one compiled program."""
+    d = 3
+    comps = [jax.random.normal(jax.random.fold_in(key, k), (L, d)) + 2.0 * k
+             for k, L in enumerate(_PROPA1_SIZES)]
+    z = jax.random.normal(jax.random.fold_in(key, 9), (25, d))
+    U = 0.4 * jax.random.normal(jax.random.fold_in(key, 10), (d, d))
+    return comps, z, U
+
+
+@partial(jax.jit, static_argnames=("name",))
+def _propA1_pooled(name, comps, z, U, outs, r):
+    """Pooled attention, sum_k r_k T[mu_k] and the pooled weight shares in one program."""
+    sizes = _PROPA1_SIZES
+    score = rbf_score(1.3) if name == "rbf" else softmax_score(U)
+    w = jnp.array(_PROPA1_W)
+    pooled = jnp.concatenate(comps)
+    pooled_w = jnp.concatenate([jnp.full((L,), w[k] / L) for k, L in enumerate(sizes)])
+    owner = jnp.concatenate([jnp.full((L,), k) for k, L in enumerate(sizes)])
+    direct, _ = weighted_attention(score, pooled, pooled_w, z)
+    # independent r_k: the share of component k's tokens in the pooled softmax weights
+    p = jax.nn.softmax(score(z, pooled) + jnp.log(pooled_w)[None], axis=1)  # (n, L)
+    r_direct = jnp.stack([jnp.sum(jnp.where(owner == k, p, 0.0), 1)
+                          for k in range(len(sizes))], 1)
+    return jnp.einsum("nk,kni->ni", r, outs), direct, r_direct
+
+
 @register_check(
     "operator.04-propA1-decomposition",
     "Prop. A.1: for RBF and softmax alignments, attention on the pooled empirical mixture "
@@ -174,26 +208,14 @@ def check_gaussian():
     "docs/topics/operator.md#prop-a1-generalised-scores",
 )
 def check_propA1():
-    key = stream_key(SEED, "c4")
-    d = 3
-    sizes = (200, 300, 500)
-    comps = [jax.random.normal(jax.random.fold_in(key, k), (L, d)) + 2.0 * k
-             for k, L in enumerate(sizes)]
-    w = jnp.array([0.2, 0.5, 0.3])
-    z = jax.random.normal(jax.random.fold_in(key, 9), (25, d))
-    U = 0.4 * jax.random.normal(jax.random.fold_in(key, 10), (d, d))
-    pooled = jnp.concatenate(comps)
-    pooled_w = jnp.concatenate([jnp.full((L,), w[k] / L) for k, L in enumerate(sizes)])
-    owner = jnp.concatenate([jnp.full((L,), k) for k, L in enumerate(sizes)])
+    comps, z, U = _propA1_draws(stream_key(SEED, "c4"))
+    w = jnp.array(_PROPA1_W)
     errs, rerrs = {}, {}
     for name, score in (("rbf", rbf_score(1.3)), ("softmax", softmax_score(U))):
-        direct, _ = weighted_attention(score, pooled, pooled_w, z)
+        # run op by op: mixture_decomposition validates its weights on concrete values
         outs, r = mixture_decomposition(score, comps, w, z)
-        errs[name] = _rel(jnp.einsum("nk,kni->ni", r, outs), direct)
-        # independent r_k: the share of component k's tokens in the pooled softmax weights
-        p = jax.nn.softmax(score(z, pooled) + jnp.log(pooled_w)[None], axis=1)  # (n, L)
-        r_direct = jnp.stack([jnp.sum(jnp.where(owner == k, p, 0.0), 1)
-                              for k in range(len(sizes))], 1)
+        combo, direct, r_direct = _propA1_pooled(name, comps, z, U, outs, r)
+        errs[name] = _rel(combo, direct)
         rerrs[name] = _rel(r, r_direct)
     # r >= 0 and sum_k r_k = 1 hold by construction (r is a softmax): not tested
     why = "linearity of the integral; float64 sums over 1000 tokens"
