@@ -218,7 +218,7 @@ class RecallConfig:
     lr: float = 3e-3
     records: int = 5
     n_train: int = 2048
-    n_test: int = 128
+    n_test: int = 128         # evaluated in one batch every record (softmax: N^2 scores each)
 
     @classmethod
     def quick(cls):
@@ -229,7 +229,7 @@ class RecallConfig:
         return cls(listops_lengths=(500, 1000, 2000), listops_causal=False,
                    mqar_lengths=(256, 512, 1024, 2048), mqar_pairs=16, mqar_keys=64, width=0,
                    d_model=128, depth=2, heads=4, mlp_hidden=256, K=32, features=64,
-                   steps=5000, batch=64, lr=1e-3, records=20, n_train=20000, n_test=2000)
+                   steps=5000, batch=64, lr=1e-3, records=20, n_train=20000, n_test=256)
 
 
 def _recall_lengths(cfg, task):
