@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,6 +25,31 @@ SEED = 20261203
 FIG2 = D.FIG2  # Figure 2 parameters, defined once in the library
 
 
+@jax.jit
+def _bayes_arrays(key, mix3, mix2, xi):
+    """The denoisers compared by check 24, in one compiled program (op by op: ~200)."""
+    z = 2.0 * jax.random.normal(jax.random.fold_in(key, 1), (50, 3))
+    # GH posterior mean in d = 2: E[X|z] = E[X phi(z - X)] / E[phi(z - X)]
+    z2 = jax.random.normal(jax.random.fold_in(key, 3), (10, 2))
+    gh = []
+    for q in z2:
+        f = lambda x, q=q: jnp.exp(-jnp.sum((x - q) ** 2, 1) / (2 * xi**2))[:, None] * \
+            jnp.concatenate([jnp.ones((x.shape[0], 1)), x], 1)
+        r = expect_mixture(f, mix2, order=60)
+        gh.append(r[1:] / r[0])
+    # Monte Carlo: self-normalised importance sampling from the prior
+    x, _ = mix2.sample(jax.random.fold_in(key, 4), 400_000)
+    lw = -jnp.sum((x[None] - z2[:4, None]) ** 2, -1) / (2 * xi**2)  # (4, N)
+    w = jnp.exp(lw - lw.max(1, keepdims=True))
+    est = (w @ x) / w.sum(1)[:, None]
+    se = jnp.sqrt(jnp.einsum("qn,qnd->qd", w**2, (x[None] - est[:, None]) ** 2)) / w.sum(1)[:, None]
+    return {"z": z, "bayes3": D.bayes_denoiser(mix3, xi, z),
+            "tweedie3": D.tweedie_denoiser(mix3, xi, z),
+            "bayes2": D.bayes_denoiser(mix2, xi, z2), "gh": jnp.stack(gh),
+            "mc_max_z": jnp.max(jnp.abs(est - D.bayes_denoiser(mix2, xi, z2[:4])) / se),
+            "far": D.bayes_denoiser(mix3, 1e4, z), "near": D.bayes_denoiser(mix3, 1e-4, z)}
+
+
 @register_check(
     "denoising.24-bayes-denoiser",
     "Eq. (10) equals the Tweedie form z + xi^2 grad log p_Z (autodiff), a Gauss-Hermite "
@@ -34,28 +61,14 @@ def check_bayes():
     key = stream_key(SEED, "c24")
     mix3 = random_mixture(key, 3, 3, shared=True)
     xi = 0.8
-    z = 2.0 * jax.random.normal(jax.random.fold_in(key, 1), (50, 3))
-    tw = _rel(D.bayes_denoiser(mix3, xi, z), D.tweedie_denoiser(mix3, xi, z))
-    # GH posterior mean in d = 2: E[X|z] = E[X phi(z - X)] / E[phi(z - X)]
     mix2 = random_mixture(jax.random.fold_in(key, 2), 3, 2, shared=True)
-    z2 = jax.random.normal(jax.random.fold_in(key, 3), (10, 2))
-    gh = []
-    for q in z2:
-        f = lambda x, q=q: jnp.exp(-jnp.sum((x - q) ** 2, 1) / (2 * xi**2))[:, None] * \
-            jnp.concatenate([jnp.ones((x.shape[0], 1)), x], 1)
-        r = expect_mixture(f, mix2, order=60)
-        gh.append(r[1:] / r[0])
-    gh_err = _rel(D.bayes_denoiser(mix2, xi, z2), jnp.stack(gh))
-    # Monte Carlo: self-normalised importance sampling from the prior
-    x, _ = mix2.sample(jax.random.fold_in(key, 4), 400_000)
-    lw = -jnp.sum((x[None] - z2[:4, None]) ** 2, -1) / (2 * xi**2)  # (4, N)
-    w = jnp.exp(lw - lw.max(1, keepdims=True))
-    est = (w @ x) / w.sum(1)[:, None]
-    se = jnp.sqrt(jnp.einsum("qn,qnd->qd", w**2, (x[None] - est[:, None]) ** 2)) / w.sum(1)[:, None]
-    zmax = float(jnp.max(jnp.abs(est - D.bayes_denoiser(mix2, xi, z2[:4])) / se))
+    a = _bayes_arrays(key, mix3, mix2, xi)
+    tw = _rel(a["bayes3"], a["tweedie3"])
+    gh_err = _rel(a["bayes2"], a["gh"])
+    zmax = float(a["mc_max_z"])
     # limits: xi -> infinity gives sum pi m; xi -> 0 gives z (Gamma > 0)
-    far = _rel(D.bayes_denoiser(mix3, 1e4, z), jnp.broadcast_to(mix3.mean(), z.shape))
-    near = _rel(D.bayes_denoiser(mix3, 1e-4, z), z)
+    far = _rel(a["far"], jnp.broadcast_to(mix3.mean(), a["z"].shape))
+    near = _rel(a["near"], a["z"])
     errs = {"tweedie": tw, "gauss_hermite": gh_err, "limit_xi_large": far,
             "limit_xi_small": near, "mc_max_z": zmax}
     return Outcome(
@@ -400,6 +413,30 @@ def check_transition():
         details=out)
 
 
+@jax.jit
+def _residual_gh_excess(P, m1, m2, pi1, gam, xi):
+    """GH (order 12) in-context excess of the residual architecture on the tasks
+    ``(m1[t], m2[t], pi1[t])``, all tasks in one compiled program."""
+    d = m1.shape[1]
+    covs = jnp.broadcast_to(gam**2 * jnp.eye(d), (2, d, d))
+
+    def one(a, b, p):
+        mix = GaussianMixture.tree_unflatten(None, (jnp.stack([p, 1 - p]), jnp.stack([a, b]),
+                                                     covs))
+        mz = D.noisy_mixture(mix, xi)
+        return D.excess_risk(lambda q: D.residual_icl(mz, P, q), mix, xi, 12)
+
+    return jax.vmap(one)(m1, m2, pi1)
+
+
+@partial(jax.jit, static_argnames=("L",))
+def _residual_prompt_outputs(mz, P, keys, L, z_fix, z_avg):
+    """The residual architecture on ``len(keys)`` prompts of ``L`` tokens at the queries
+    ``z_fix`` and ``z_avg``: one compiled program per ``L``."""
+    toks = sample_prompts(mz, keys, L)  # (reps, L, d)
+    return (D.residual_icl(mz, P, z_fix, prompt=toks), D.residual_icl(mz, P, z_avg, prompt=toks))
+
+
 @register_check(
     "denoising.32-residual-icl",
     "Prop. 4.4: the task-independent residual two-head architecture equals E[X|Z,task] to "
@@ -441,13 +478,7 @@ def check_residual_icl():
         return jnp.max(jnp.abs(f_hat - f_star)) / jnp.maximum(1.0, jnp.max(jnp.abs(f_star)))
 
     worst = float(jnp.max(per_task(m1, m2, pi1, zs)))
-    excess = 0.0
-    for i in range(10):
-        mix = GaussianMixture.shared([float(pi1[i]), 1 - float(pi1[i])],
-                                     jnp.stack([m1[i], m2[i]]), gam**2 * jnp.eye(d))
-        mz = D.noisy_mixture(mix, xi)
-        excess = max(excess, float(D.excess_risk(lambda q, mz=mz: D.residual_icl(mz, P, q),
-                                                 mix, xi, 12)))
+    excess = float(jnp.max(_residual_gh_excess(P, m1[:10], m2[:10], pi1[:10], gam, xi)))
     # finite prompts: one task; excess at fixed queries (the means) and averaged over mu_Z
     mix = GaussianMixture.shared([0.4, 0.6], jnp.array([[2.0, 0, 0], [0, 2.0, 0]]),
                                  gam**2 * jnp.eye(d))
@@ -461,11 +492,9 @@ def check_residual_icl():
     for j, L in enumerate(Ls):
         keys = jax.vmap(lambda r, j=j: jax.random.fold_in(stream_key(SEED, "c32-p"),
                                                          100 * j + r))(jnp.arange(reps))
-        toks = sample_prompts(mz, keys, L)  # (reps, L, d)
-        sq_fix.append(np.mean(np.sum(np.asarray(
-            D.residual_icl(mz, P, z_fix, prompt=toks) - f_fix[None]) ** 2, -1), -1))
-        sq_avg.append(np.mean(np.sum(np.asarray(
-            D.residual_icl(mz, P, z_avg, prompt=toks) - f_avg[None]) ** 2, -1), -1))
+        out_fix, out_avg = _residual_prompt_outputs(mz, P, keys, L, z_fix, z_avg)
+        sq_fix.append(np.mean(np.sum(np.asarray(out_fix - f_fix[None]) ** 2, -1), -1))
+        sq_avg.append(np.mean(np.sum(np.asarray(out_avg - f_avg[None]) ** 2, -1), -1))
     fit_fix, se_fix, mse_fix = _rate(Ls, np.array(sq_fix))
     fit_avg, se_avg, mse_avg = _rate(Ls, np.array(sq_avg))
     z_fix_rate = abs(fit_fix.slope + 1.0) / se_fix
