@@ -136,13 +136,19 @@ def _record_every(steps: int, at_most: int = 50) -> int:
     return max(r for r in range(1, min(at_most, steps) + 1) if steps % r == 0)
 
 
+@partial(jax.jit, static_argnames=("seeds",))
+def _seed_keys(key, seeds):
+    """``split(fold_in(key, s))`` for every seed, in one program (integer ops: exact)."""
+    keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(jnp.arange(seeds))
+    return jax.vmap(jax.random.split, out_axes=1)(keys)
+
+
 def _train_seeds(key, kind, L, cfg):
     """Train ``cfg.seeds`` models at once.  Seed ``s``: ``k_init, k_data =
     split(fold_in(key, s))``; step ``t`` draws its prompts from ``fold_in(k_data, t)``.
     Returns the parameters (leading seed axis) and the mean loss of every record of
     steps, ``(seeds, records)`` (records of 50 steps when 50 divides ``steps``)."""
-    keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(jnp.arange(cfg.seeds))
-    k_init, k_data = jax.vmap(jax.random.split, out_axes=1)(keys)
+    k_init, k_data = _seed_keys(key, cfg.seeds)
     p0 = jax.vmap(lambda k: _init(k, cfg.d))(k_init)
     sched = optax.cosine_decay_schedule(cfg.lr, cfg.steps, alpha=1e-2)
     opt = optax.chain(optax.clip_by_global_norm(10.0), optax.adam(sched))
