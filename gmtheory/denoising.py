@@ -25,7 +25,7 @@ goes through :mod:`gmtheory.training`.
 
 from __future__ import annotations
 
-from functools import partial
+from functools import cache, partial
 from typing import NamedTuple
 
 import jax
@@ -391,6 +391,14 @@ def _single_head_excess(theta, data, order):
     return excess_risk(lambda q: softmax_attention_limit(mz, U, V, q), mix, xi, order)
 
 
+@cache
+def _single_head_objective(order: int):
+    """The same objective object for every call of one ``order``: the compiled
+    value-and-grad of :func:`gmtheory.training.minimize_lbfgs` is cached by function, so a
+    sweep of :func:`single_head_search` compiles it once instead of once per call."""
+    return partial(_single_head_excess, order=order)
+
+
 def single_head_search(mixture: GaussianMixture, xi, starts: int, key, order: int = 24,
                        init=None, *, scale: float = 0.5, maxiter: int = 500,
                        gtol: float = 1e-10) -> SingleHeadFit:
@@ -413,7 +421,7 @@ def single_head_search(mixture: GaussianMixture, xi, starts: int, key, order: in
         x0s.append(jnp.concatenate([jnp.ravel(as_float_array(init[0], "init U")),
                                     jnp.ravel(as_float_array(init[1], "init V"))]))
     data = (mixture, jnp.asarray(float(xi)))
-    res = minimize_lbfgs(partial(_single_head_excess, order=int(order)), x0s[0], data,
+    res = minimize_lbfgs(_single_head_objective(int(order)), x0s[0], data,
                          starts=x0s[1:], maxiter=maxiter, gtol=gtol)
     th = res.x
     return SingleHeadFit(res.fun, th[: d * d].reshape(d, d), th[d * d:].reshape(d, d),
