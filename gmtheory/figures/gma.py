@@ -189,7 +189,7 @@ register_figure(Figure(
     caption=("Test accuracy against sequence length for four token mixers at equal "
              "parameter count (one block). Light points: each seed; bars: mean ± SE over "
              "seeds; dashed: majority-class rate (ListOps) or chance (MQAR). Quick profile: "
-             "150 steps, causal models, N ≤ 64 — far too short to rank the mixers on "
+             "150 steps, causal models, N ≤ 32 — far too short to rank the mixers on "
              "ListOps; see docs/topics/gma.md for the paper profile."),
     draw=draw_recall,
 ))
@@ -200,7 +200,7 @@ register_figure(Figure(
     caption=("Byte-level causal language model on the Python standard library (held-out "
              "files): validation bits per byte (8 would be a uniform guess) against training "
              "steps and wall-clock, mean ± SE over seeds (band), four mixers at equal "
-             "parameter count. Quick profile: 150 steps of 16 windows of 64 bytes, so the "
+             "parameter count. Quick profile: 150 steps of 16 windows of 32 bytes, so the "
              "curves are still falling and the mixers barely separate."),
     draw=draw_lm,
 ))

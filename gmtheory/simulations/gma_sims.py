@@ -184,10 +184,10 @@ def _pad(a, n, value):
 class RecallConfig:
     """ListOps and MQAR accuracy against sequence length, four mixers.
 
-    Quick profile (~40 s of CPU on 2 cores; shares its four compiled programs with
-    ``gma-lm``'s quick profile): ListOps at N = 32, 64 and MQAR (4 pairs, 16 keys) at
-    N = 32, 64, one block of width 32, 150 steps of 16 sequences, 3 seeds, all lengths
-    padded to 64 and every model *causal* (ListOps read at its last token).  It shows the
+    Quick profile (~70 s on 2 cores; shares its four compiled programs with ``gma-lm``'s
+    quick profile): ListOps at N = 16, 32 and MQAR (4 pairs, 16 keys) at N = 16, 32, one
+    block of width 32, 150 steps of 16 sequences, 3 seeds, all lengths padded to 32 and
+    every model *causal* (ListOps read at its last token).  It shows the
     pipeline end to end, the relative speed of the mixers and which mixers start to learn
     MQAR within 150 steps.  At these sizes ListOps stays near its majority-class rate for
     every mixer, so the quick profile *cannot* rank the mixers on long-context
@@ -201,12 +201,12 @@ class RecallConfig:
     seeds: int = 3
     mixers: tuple[str, ...] = GM.MIXERS
     tasks: tuple[str, ...] = ("listops", "mqar")
-    listops_lengths: tuple[int, ...] = (32, 64)
+    listops_lengths: tuple[int, ...] = (16, 32)
     listops_causal: bool = True
-    mqar_lengths: tuple[int, ...] = (32, 64)
+    mqar_lengths: tuple[int, ...] = (16, 32)
     mqar_pairs: int = 4
     mqar_keys: int = 16
-    width: int = 64           # every sequence padded to this (0: each to its own N)
+    width: int = 32           # every sequence padded to this (0: each to its own N)
     d_model: int = 32
     depth: int = 1
     heads: int = 2
@@ -341,8 +341,8 @@ class LMConfig:
     """Causal byte-level LM on the Python standard library's top-level ``.py`` files
     (:func:`gmtheory.tasks.stdlib_corpus`: files whose name hashes to 0 mod 8 held out).
 
-    Quick profile (~15 s of CPU after ``gma-recall``, whose compiled programs it reuses;
-    ~40 s alone): 2048 training windows of 64 bytes at seeded random offsets in the first
+    Quick profile (~17 s on 2 cores alone; less after ``gma-recall``, whose compiled
+    programs it reuses): 2048 training windows of 32 bytes at seeded random offsets in the first
     1 MB of the training files, 128 fixed validation windows spread over 200 kB of the
     held-out files, one block of width 32, 150 steps of 16 windows, 3 seeds, validation
     every 30 steps.  It shows the learning curves separating early (from 8 bits per byte
@@ -357,7 +357,7 @@ class LMConfig:
     mixers: tuple[str, ...] = GM.MIXERS
     max_train_bytes: int = 1_000_000
     max_val_bytes: int = 200_000
-    width: int = 64
+    width: int = 32
     d_model: int = 32
     depth: int = 1
     heads: int = 2
@@ -512,7 +512,7 @@ class GMMConfig:
     :func:`gmtheory.operators.softmax_limit_blocked`); and the Bayes classifier with the
     prompt's means known.
 
-    Quick profile (~35 s on 2 cores): d = 2, 3 classes, L = 32, 200 steps of 32 prompts
+    Quick profile (~25 s on 2 cores): d = 2, 3 classes, L = 16, 200 steps of 16 prompts
     from a pool of 8192, width 32, 3 seeds.  It shows the A/B contrast at one (L, d);
     it cannot say how the gap depends on L, d or the number of classes (the paper
     profile: L = 128, 3000 steps, width 64).
@@ -526,7 +526,7 @@ class GMMConfig:
     n_classes: int = 3
     sep: float = 2.0
     var: float = 0.25
-    L: int = 32
+    L: int = 16
     d_model: int = 32
     depth: int = 1
     heads: int = 2
@@ -534,7 +534,7 @@ class GMMConfig:
     K: int = 8
     features: int = 16
     steps: int = 200
-    batch: int = 32
+    batch: int = 16
     lr: float = 3e-3
     n_train: int = 8192
     n_test: int = 512
