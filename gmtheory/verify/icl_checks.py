@@ -4,8 +4,6 @@ nonlinearity–noise equivalence."""
 
 from __future__ import annotations
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -129,13 +127,6 @@ def check_limits():
 
 def _prompts_mc(key, Gamma, d, ell, rho, n, f=None, pool=None):
     """Monte Carlo of the test error of Gamma on n sampled prompts (O(l d) each, direct)."""
-    m, se = mean_se(np.asarray(_prompts_sq_errors(key, Gamma, d, ell, rho, n, f, pool)))
-    return float(m), float(se)
-
-
-@partial(jax.jit, static_argnames=("d", "ell", "n", "f"))
-def _prompts_sq_errors(key, Gamma, d, ell, rho, n, f, pool):
-    """The n squared errors of :func:`_prompts_mc`, in one compiled program."""
     kw, kx, ke, kq, kqe = jax.random.split(key, 5)
     # ICL test tasks uniform on the sphere of radius sqrt(d) (E w w^T = I, as the formula
     # assumes; Gaussian-norm tasks add O(1/d) terms through |w|^4)
@@ -150,7 +141,8 @@ def _prompts_sq_errors(key, Gamma, d, ell, rho, n, f, pool):
     h = jnp.concatenate([d / ell * jnp.einsum("nl,nld->nd", y, X), jnp.mean(y * y, 1)[:, None]],
                         1)
     pred = jnp.einsum("nd,de,ne->n", xq, Gamma, h)
-    return (yq - pred) ** 2
+    m, se = mean_se(np.asarray((yq - pred) ** 2))
+    return float(m), float(se)
 
 
 def _moments(f, kinks, rho):
