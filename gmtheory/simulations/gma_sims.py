@@ -427,6 +427,14 @@ def _lm_point(cfg, point, key):
            "val_files": np.asarray(corpus["val_files"]),
            "train_bytes": np.asarray(len(corpus["train"])),
            "val_bytes": np.asarray(len(corpus["val"]))}
+    bad = ~np.isfinite(out["val_bpb"])
+    if bad.any():  # never a silent NaN (seen twice with a warm XLA cache, not reproduced)
+        seeds, recs = np.nonzero(bad)
+        raise FloatingPointError(
+            f"gma-lm {mixer}: validation bits/byte is not finite for seeds {sorted(set(seeds))} "
+            f"at records {sorted(set(recs))} although the training loss stayed finite; rerun "
+            "with GMTHEORY_NO_JAX_CACHE=1 (finished points are kept) and report it if it "
+            "persists.")
     if mixer == "gma":
         out.update(_lm_responsibilities(res.params, data["val_tokens"], cfg.seeds))
     return out
