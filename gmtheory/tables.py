@@ -210,7 +210,7 @@ def _bench_formatters() -> dict:
     return {**{k: v[1] for k, v in BENCHES.items()}, "denoise": format_denoise}
 
 
-def _reproduce_excerpt(log: str, rows: int = 4) -> str:
+def _reproduce_excerpt(log: str, rows: int = 3) -> str:
     """A cold ``make reproduce`` log trimmed for the README: the cache state, the table's
     header and first rows, its FINDING rows, the summary, the first figures and the totals."""
     lines = [ln.rstrip() for ln in log.splitlines()]
@@ -229,11 +229,9 @@ def _reproduce_excerpt(log: str, rows: int = 4) -> str:
             shown = body[:rows] + [b for b in body[rows:] if " FINDING " in b or " FAIL" in b]
             out += shown + (["..."] if len(shown) < len(body) else [])
             continue
-        elif ln.startswith("findings"):
-            out.append(ln)
+        elif ln.startswith("findings"):   # the FINDING rows above name them
             while i + 1 < len(lines) and lines[i + 1].startswith("  "):
                 i += 1
-                out.append(lines[i][:100] + (" ..." if len(lines[i]) > 100 else ""))
         elif " passed, " in ln and "failed" in ln and not ln.startswith(" "):
             out.append(ln)
         elif ln.startswith("time: ") or ln.startswith("wrote "):

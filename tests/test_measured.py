@@ -31,4 +31,5 @@ def test_reproduce_excerpt_keeps_findings_and_totals():
         "time: 400 s in total (checks 200 s, figures 200 s); ..."])
     text = tables._reproduce_excerpt(log, rows=2)
     assert "lda.12 FINDING" in text and "a.07" not in text and "time: 400 s" in text
+    assert "expected 1" not in text                 # finding details stay in the report
     assert "f1 reproduce-out" in text and "f5 reproduce-out" not in text
