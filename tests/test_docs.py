@@ -174,3 +174,15 @@ def test_docs_pointers_in_source_resolve():
                     bad.append(f"{where} (no such heading)")
     assert n > 50, f"only {n} pointers found"
     assert not bad, "\n".join(bad)
+
+
+def test_every_public_module_has_an_api_page():
+    """docs/api/ has a page for every public module of the package, and mkdocs.yml lists it."""
+    root = Path(__file__).resolve().parent.parent
+    nav = (root / "mkdocs.yml").read_text()
+    mods = [p.stem for p in (root / "gmtheory").glob("*.py") if not p.stem.startswith("_")]
+    mods += [p.name for p in (root / "gmtheory").iterdir()
+             if p.is_dir() and (p / "__init__.py").exists()]
+    missing = [m for m in mods if not (root / "docs" / "api" / f"{m}.md").exists()
+               or f"api/{m}.md" not in nav]
+    assert not missing, f"add docs/api/NAME.md and a nav entry for: {missing}"
