@@ -127,11 +127,15 @@ def cmd_reproduce(args) -> int:
     t0 = time.perf_counter()
     cache_state = _xla_cache_state()
     print(f"XLA compilation cache: {cache_state}")
-    print("== checks ==")
-    results = run_checks(select_checks(None), progress=not args.no_progress)
-    table = format_table(results)
-    print(table)
-    write_json(results, out / "checks.json")
+    if args.serial:
+        print("== checks ==")
+        results = run_checks(select_checks(args.checks), progress=not args.no_progress)
+        print(format_table(results))
+        write_json(results, out / "checks.json")
+        verify_proc = None
+    else:   # XLA compiles on one thread: the checks run beside the figures
+        verify_proc = _start_checks(args, out)
+        print(f"== checks: running in a second process (log: {out / 'verify.log'}) ==")
     print("\n== derivations ==")
     from .derivations import write_all
 
@@ -150,6 +154,10 @@ def cmd_reproduce(args) -> int:
         print(f"{n:<24} {path}  ({figs[-1][2]:.1f} s, {st.programs} programs compiled in "
               f"{st.compile_seconds:.1f} s)")
     t_figs = time.perf_counter() - t_figs
+    if verify_proc is not None:
+        results = _finish_checks(verify_proc, out)
+        print("\n== checks ==")
+        print(format_table(results))
     _write_timings(out / "timings.json", args.results,
                    sorted({get_figure(n).simulation for n in all_figures()}))
     total = time.perf_counter() - t0
@@ -207,6 +215,37 @@ def cmd_reproduce(args) -> int:
           f"{n_prog} XLA programs compiled in {t_comp:.0f} s (backend only); XLA compilation "
           f"cache {cache_state}; per check and figure: {out / 'profile.json'}")
     return 0 if n_ok == len(results) else 1
+
+
+def _start_checks(args, out: Path):
+    """``gmtheory verify`` on the same checks in a second process, writing
+    ``out/checks.json`` and ``out/verify.log``."""
+    import subprocess
+
+    argv = ["verify", "--no-progress", "--json", str(out / "checks.json")]
+    if args.checks:
+        argv += ["--only", args.checks]
+    (out / "checks.json").unlink(missing_ok=True)
+    log = open(out / "verify.log", "w")  # noqa: SIM115 (closed in _finish_checks)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", f"from gmtheory.cli import main; raise SystemExit(main({argv!r}))"],
+        stdout=log, stderr=subprocess.STDOUT)
+    proc.log = log
+    return proc
+
+
+def _finish_checks(proc, out: Path) -> list:
+    """Wait for :func:`_start_checks` and read its results back as ``CheckResult``s."""
+    from .verify import CheckResult
+
+    proc.wait()
+    proc.log.close()
+    path = out / "checks.json"
+    if not path.exists():
+        raise RuntimeError(f"the checks' process exited with {proc.returncode} and wrote no "
+                           f"{path}; its output is in {out / 'verify.log'}.")
+    rows = json.loads(path.read_text())["checks"]
+    return [CheckResult(**{k: v for k, v in r.items() if k != "passed"}) for r in rows]
 
 
 def _xla_cache_state() -> str:
@@ -378,6 +417,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--results", default=RESULTS,
                     help=f"simulation cache folder (default {RESULTS}/)")
     sp.add_argument("--force", action="store_true", help="recompute cached simulations")
+    sp.add_argument("--serial", action="store_true",
+                    help="run the checks first in this process instead of in a second process "
+                         "beside the figures")
+    sp.add_argument("--checks", metavar="PATTERN", default=None,
+                    help="only these checks (as verify --only; default: all)")
     common(sp)
     sp.set_defaults(func=cmd_reproduce)
 

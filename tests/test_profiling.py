@@ -34,26 +34,25 @@ def test_verify_records_compilations_per_check():
 
 
 def test_reproduce_end_to_end_on_a_subset(tmp_path, monkeypatch, capsys):
-    """`gmtheory reproduce` on one check and one figure: the report, checks.json,
-    profile.json and timings.json are written, and the cache state is printed."""
+    """`gmtheory reproduce` on one check (in its second process) and one figure: the report,
+    checks.json, profile.json and timings.json are written, and the cache state is
+    printed."""
     import json
 
     import gmtheory.derivations as derivations
     import gmtheory.figures as figures
-    import gmtheory.verify as verify
     from gmtheory.cli import main
 
-    select = verify.select_checks
-    monkeypatch.setattr(verify, "select_checks", lambda pattern=None: select("operator.01c"))
     monkeypatch.setattr(figures, "all_figures", lambda: ["gated-experts"])
     monkeypatch.setattr(derivations, "write_all",
                         lambda out: (tmp_path / "out" / "derivations").mkdir(parents=True)
                         or tmp_path / "out" / "derivations")
     rc = main(["reproduce", "--no-progress", "--out", str(tmp_path / "out"),
-               "--results", str(tmp_path / "res")])
+               "--results", str(tmp_path / "res"), "--checks", "operator.01c"])
     text = capsys.readouterr().out
     assert rc == 0, text
     assert "XLA compilation cache:" in text and "in total" in text
+    assert "operator.01c-large-scores" in text and "PASS" in text
     prof = json.loads((tmp_path / "out" / "profile.json").read_text())
     assert set(prof["checks"]) == {"operator.01c-large-scores"}
     assert set(prof["figures"]) == {"gated-experts"}
