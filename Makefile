@@ -18,7 +18,7 @@ reproduce: $(STAMP)
 	$(BIN)/gmtheory reproduce --out reproduce-out
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 $(DOCS_STAMP): pyproject.toml $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'

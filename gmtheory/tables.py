@@ -210,14 +210,14 @@ def _bench_formatters() -> dict:
     return {**{k: v[1] for k, v in BENCHES.items()}, "denoise": format_denoise}
 
 
-def _reproduce_excerpt(log: str, rows: int = 3) -> str:
+def _reproduce_excerpt(log: str, rows: int = 2) -> str:
     """A cold ``make reproduce`` log trimmed for the README: the cache state, the table's
     header and first rows, its FINDING rows, the summary, the first figures and the totals."""
     lines = [ln.rstrip() for ln in log.splitlines()]
     out, i = [], 0
     while i < len(lines):
         ln = lines[i]
-        if ln.startswith(("XLA compilation cache", "== ")):
+        if ln.startswith(("XLA compilation cache", "== ")) and "derivations" not in ln:
             out.append(ln)
         elif ln.startswith("check "):
             out.append(ln)
@@ -233,8 +233,9 @@ def _reproduce_excerpt(log: str, rows: int = 3) -> str:
             while i + 1 < len(lines) and lines[i + 1].startswith("  "):
                 i += 1
         elif " passed, " in ln and "failed" in ln and not ln.startswith(" "):
-            out.append(ln)
-        elif ln.startswith("time: ") or ln.startswith("wrote "):
+            if "figures:" in ln or not any(" passed, " in o for o in out):
+                out = [o for o in out if " passed, " not in o] + [ln]
+        elif ln.startswith("time: "):
             out.append(ln)
         i += 1
     figs = [ln for ln in lines if ln.endswith(")") and "/figures/" in ln]
@@ -257,8 +258,11 @@ def measured_block(name: str, measured_dir=MEASURED) -> str:
     if name == "two-commands":
         t = json.loads((d / "two-commands.json").read_text())
         rows = ["| command | cold (no XLA cache) | warm | limit |", "|---|---|---|---|"]
+        def mins(v):
+            return "not measured" if v is None else f"{v / 60:.1f} min"
+
         for cmd, r in t["commands"].items():
-            rows.append(f"| `{cmd}` | {r['cold_s'] / 60:.1f} min | {r['warm_s'] / 60:.1f} min "
+            rows.append(f"| `{cmd}` | {mins(r.get('cold_s'))} | {mins(r.get('warm_s'))} "
                         f"| {r['limit_min']} min |")
         return "\n".join(rows) + f"\n\n{t['how']}\n"
     if name == "profile":
