@@ -278,7 +278,8 @@ def _profile_table(prof: dict, rows: int = 12) -> str:
     items += [("figure", k, v) for k, v in prof["figures"].items()]
     items.sort(key=lambda t: -t[2]["s"])
     n_c = sum(v["programs"] for _, _, v in items)
-    out = [f"Cold run ({prof['xla_cache']}): {prof['total_s'] / 60:.1f} min in total, "
+    out = [f"XLA cache {prof['xla_cache']}: {prof['total_s'] / 60:.1f} min in total (checks and "
+           "figures run in two processes, so their times overlap), "
            f"{prof['programs']} XLA programs compiled, {prof['backend_compile_s']:.0f} s of "
            f"backend compilation (tracing and lowering not included). The {rows} slowest "
            "steps:", "",
