@@ -136,24 +136,31 @@ def cmd_reproduce(args) -> int:
     else:   # XLA compiles on one thread: the checks run beside the figures
         verify_proc = _start_checks(args, out)
         print(f"== checks: running in a second process (log: {out / 'verify.log'}) ==")
-    print("\n== derivations ==")
-    from .derivations import write_all
+    try:
+        print("\n== derivations ==")
+        from .derivations import write_all
 
-    print(f"wrote {write_all(out / 'derivations')}/")
-    print("\n== figures (profile: quick) ==")
-    figs, fig_compiles = [], {}
-    t_figs = time.perf_counter()
-    for n in all_figures():
-        t1 = time.perf_counter()
-        with compile_stats() as st:
-            path = make_figure(n, profile="quick", out_dir=out / "figures",
-                               results_dir=args.results, force=args.force,
-                               progress=not args.no_progress)
-        figs.append((n, path, time.perf_counter() - t1))
-        fig_compiles[n] = {"s": round(figs[-1][2], 2), **st.as_dict()}
-        print(f"{n:<24} {path}  ({figs[-1][2]:.1f} s, {st.programs} programs compiled in "
-              f"{st.compile_seconds:.1f} s)")
-    t_figs = time.perf_counter() - t_figs
+        print(f"wrote {write_all(out / 'derivations')}/")
+        print("\n== figures (profile: quick) ==")
+        figs, fig_compiles = [], {}
+        t_figs = time.perf_counter()
+        for n in all_figures():
+            t1 = time.perf_counter()
+            with compile_stats() as st:
+                path = make_figure(n, profile="quick", out_dir=out / "figures",
+                                   results_dir=args.results, force=args.force,
+                                   progress=not args.no_progress)
+            figs.append((n, path, time.perf_counter() - t1))
+            fig_compiles[n] = {"s": round(figs[-1][2], 2), **st.as_dict()}
+            print(f"{n:<24} {path}  ({figs[-1][2]:.1f} s, {st.programs} programs compiled in "
+                  f"{st.compile_seconds:.1f} s)")
+        t_figs = time.perf_counter() - t_figs
+    except BaseException:  # an interrupted run leaves no orphan checks process
+        if verify_proc is not None:
+            verify_proc.terminate()
+            verify_proc.wait()
+            verify_proc.log.close()
+        raise
     if verify_proc is not None:
         results = _finish_checks(verify_proc, out)
         print("\n== checks ==")
