@@ -18,7 +18,7 @@ reproduce: $(STAMP)
 	$(BIN)/gmtheory reproduce --out reproduce-out
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 $(DOCS_STAMP): pyproject.toml $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'

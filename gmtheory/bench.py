@@ -344,22 +344,28 @@ def bench_gma(quick: bool = False, repeats: int = 10, dtype=jnp.float32,
             atomic_write_bytes(Path(partial), json.dumps(
                 {**header, "rows": rows, "skipped": skipped}).encode())
         x = jax.random.normal(jax.random.fold_in(key, N), (1, N, d_model), dtype)
-        # compiled once, ahead of time: the executable whose memory is reported is timed
-        fwd = jax.jit(lambda p_, x_, f=f: f(p_, x_)).lower(p, x).compile()
-        fb = jax.jit(jax.grad(lambda p_, x_, f=f: jnp.sum(f(p_, x_) ** 2))).lower(p, x).compile()
-        row = {"method": name, "K": K if name.startswith("gma") else None, "N": N,
-               "fwd_temp_bytes": _temp_bytes(fwd), "fwdbwd_temp_bytes": _temp_bytes(fb)}
-        need = MEMORY_SAFETY * max(row["fwd_temp_bytes"], row["fwdbwd_temp_bytes"])
-        have = available_memory_bytes()
-        if need > have:  # running it would get the process OOM-killed
-            skipped.append({**row, "needed_bytes": need, "available_bytes": have})
-            continue
-        row["fwd_s"] = time_fn(fwd, p, x, repeats=repeats)
-        row["fwdbwd_s"] = time_fn(fb, p, x, repeats=repeats)
-        rows.append(row)
+        kind, row = _measure_gma_case(name, K, p, f, N, x, repeats)
+        (skipped if kind == "skipped" else rows).append(row)
     if partial is not None and Path(partial).exists():
         Path(partial).unlink()
     return summarise_gma({"rows": rows, "skipped": skipped, "Ns": Ns, "Ks": list(Ks), **header})
+
+
+def _measure_gma_case(name, K, p, f, N, x, repeats) -> tuple[str, dict]:
+    """One case of :func:`bench_gma`: ``("rows", row)`` with times and compiled temporary
+    memory, or ``("skipped", row)`` when the memory estimate does not fit."""
+    # compiled once, ahead of time: the executable whose memory is reported is timed
+    fwd = jax.jit(lambda p_, x_: f(p_, x_)).lower(p, x).compile()
+    fb = jax.jit(jax.grad(lambda p_, x_: jnp.sum(f(p_, x_) ** 2))).lower(p, x).compile()
+    row = {"method": name, "K": K if name.startswith("gma") else None, "N": N,
+           "fwd_temp_bytes": _temp_bytes(fwd), "fwdbwd_temp_bytes": _temp_bytes(fb)}
+    need = MEMORY_SAFETY * max(row["fwd_temp_bytes"], row["fwdbwd_temp_bytes"])
+    have = available_memory_bytes()
+    if need > have:  # running it would get the process OOM-killed
+        return "skipped", {**row, "needed_bytes": need, "available_bytes": have}
+    row["fwd_s"] = time_fn(fwd, p, x, repeats=repeats)
+    row["fwdbwd_s"] = time_fn(fb, p, x, repeats=repeats)
+    return "rows", row
 
 
 def _load_partial(path, header: dict) -> dict:

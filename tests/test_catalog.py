@@ -9,6 +9,10 @@ import pytest
 from gmtheory import catalog
 from gmtheory.derivations import derive_all, is_zero
 
+# sympy derives every module once per process (~20 s): one xdist worker takes them all
+# (make test runs pytest with --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("sympy")
+
 
 @pytest.fixture(scope="module")
 def registries():

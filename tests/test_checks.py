@@ -5,7 +5,11 @@ import pytest
 
 from gmtheory.verify import run_checks, select_checks
 
-CHECK_IDS = [c.id for c in select_checks(None)]
+# checks that derive with sympy join the derivation tests on one xdist worker (the
+# derivations are computed once per process; tests/test_derivations.py)
+SYMPY = ("hermite.01", "denoising.28")
+CHECK_IDS = [pytest.param(c.id, marks=pytest.mark.xdist_group("sympy"))
+             if c.id.startswith(SYMPY) else c.id for c in select_checks(None)]
 
 
 @pytest.mark.parametrize("check_id", CHECK_IDS)

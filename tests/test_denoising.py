@@ -83,12 +83,14 @@ def test_iterates_quick_profile(tmp_path):
 
 
 def test_fig2_pipeline_small(tmp_path):
-    from gmtheory.simulations import run_simulation
+    from _shared import DENOISE_SMALL
 
-    a, _, _ = run_simulation("denoise-fig2", overrides={"steps": 40, "eval_every": 20, "seeds": 2,
-                                                        "single_head_starts": 1, "gh_order": 10},
-                             results_dir=tmp_path, progress=False)
-    assert a["excess"].shape == (2, 3)
+    from gmtheory.simulations import get_simulation, parse_overrides, run_simulation
+
+    over = parse_overrides(get_simulation("denoise-fig2").config_cls, DENOISE_SMALL)
+    a, _, _ = run_simulation("denoise-fig2", overrides=over, results_dir=tmp_path,
+                             progress=False)
+    assert a["excess"].shape == (4, 3)
     assert np.all(a["excess"][:, -1] < a["excess"][:, 0])  # SGD decreases the excess
 
 

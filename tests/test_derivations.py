@@ -21,6 +21,10 @@ from gmtheory.derivations import nonlinearity_noise as nn
 from gmtheory.derivations import relu_softmax as rs
 from gmtheory.derivations.attention_mgf import prop21_function, write_markdown
 
+# sympy derives every module once per process (~20 s): one xdist worker takes them all
+# (make test runs pytest with --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("sympy")
+
 
 @pytest.fixture(scope="module")
 def res():

@@ -9,13 +9,13 @@ import sys
 import textwrap
 
 import numpy as np
+from _shared import DENOISE_SMALL, PROMPT_SMALL
 
 from gmtheory.simulations import get_simulation, parse_overrides, run_simulation
 
 RUNS = {  # one trained simulation (seeds split over devices), one Monte Carlo (prompts)
-    "denoise-fig2": ["steps=100", "seeds=4", "single_head_starts=1", "gh_order=12"],
-    "prompt-convergence": ["Ls=64,128", "reps=8", "quad_levels=0.5", "L_ess=100",
-                           "reps_ess=8"],
+    "denoise-fig2": DENOISE_SMALL,
+    "prompt-convergence": PROMPT_SMALL,
 }
 
 SCRIPT = textwrap.dedent("""

@@ -58,6 +58,7 @@ def test_cg_and_cholesky_match_an_explicit_ridge_solve():
     np.testing.assert_allclose(chol.ravel(), G, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow   # the 1-vs-4-device path of every simulation: tests/test_devices.py
 def test_sharded_trials_equal_single_device(tmp_path):
     """A small sweep on 4 virtual CPU devices gives the single-device numbers: the same keys
     per trial, so equal up to the conjugate-gradient tolerance (relative residual 1e-10;

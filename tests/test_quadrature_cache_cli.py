@@ -47,8 +47,9 @@ def test_sweep_resumes(tmp_path, monkeypatch, capsys):
     from gmtheory.simulations import get_simulation, run_simulation
 
     sim = get_simulation("prompt-convergence")
-    small = ["Ls=50,100", "reps=4", "quad_levels=0.5,1.0", "L_ess=100", "reps_ess=8"]
-    over = sims.parse_overrides(sim.config_cls, small)
+    from _shared import PROMPT_SMALL
+
+    over = sims.parse_overrides(sim.config_cls, PROMPT_SMALL)
     a1, m1, stem = run_simulation("prompt-convergence", overrides=over, results_dir=tmp_path,
                                   progress=False)
     # simulate an interrupted sweep: drop the final result and one point

@@ -10,12 +10,13 @@ import time
 
 import numpy as np
 import pytest
+from _shared import PROMPT_SMALL
 
 import gmtheory.simulations as sims
 from gmtheory import cache
 from gmtheory.simulations import get_simulation, run_simulation
 
-SMALL = ["Ls=50,100,150", "reps=4", "quad_levels=0.5,1.0,2.0", "L_ess=100", "reps_ess=8"]
+SMALL = PROMPT_SMALL
 
 
 def _over():
