@@ -150,7 +150,7 @@ def test_sgd_quick_shape(tmp_path):
 
 def test_finite_prompt_quick_shape(tmp_path):
     a, _, _ = run_simulation("lda-finite-prompt", "quick",
-                             {"Ls": (16, 256), "seeds": 1, "steps": 400},
+                             {"Ls": (256,), "seeds": 1, "steps": 400},
                              results_dir=tmp_path, progress=False)
     gap = float(a["linear_gap"])
     assert gap > 1e-3
