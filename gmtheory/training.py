@@ -62,8 +62,8 @@ from tqdm.auto import tqdm
 from . import sharding as _sharding
 from .cache import atomic_write_bytes
 
-__all__ = ["train", "TrainResult", "NonFiniteError", "checkpoint_scope", "minimize_lbfgs",
-           "LBFGSResult", "set_progress"]
+__all__ = ["train", "clear_programs", "TrainResult", "NonFiniteError", "checkpoint_scope",
+           "minimize_lbfgs", "LBFGSResult", "set_progress"]
 
 _PROGRESS = True
 
@@ -253,6 +253,12 @@ def _programs(loss_fn, value_and_grad_fn, optimizer, metrics_fn, record_every, b
         init = optimizer.init
         init_metrics = jax.jit(metrics)
     return run_block, init, init_metrics
+
+
+def clear_programs() -> None:
+    """Forget the training programs this module traced and compiled (with
+    :func:`jax.clear_caches` for JAX's own caches), so the next :func:`train` recompiles."""
+    _programs.cache_clear()
 
 
 def _no_metrics(p, d):

@@ -23,8 +23,11 @@ def test_matches_naive_float64(K, lowrank, causal, norm, N, chunk):
     p = _params(K, lowrank)
     x = jax.random.normal(jax.random.key(1), (3, N, 12))
     mask = jnp.arange(N)[None] < jnp.array([N, max(1, N - 7), 2])[:, None]
-    a = gma.gma_attention(p, x, causal=causal, chunk=chunk, mask=mask, normalisation=norm)
-    b = gma.naive_attention(p, x, causal=causal, mask=mask, normalisation=norm)
+    # jitted: one program each instead of one per primitive (the suite's cold compile time)
+    a = jax.jit(lambda p, x, m: gma.gma_attention(p, x, causal=causal, chunk=chunk, mask=m,
+                                                  normalisation=norm))(p, x, mask)
+    b = jax.jit(lambda p, x, m: gma.naive_attention(p, x, causal=causal, mask=m,
+                                                    normalisation=norm))(p, x, mask)
     np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12)
 
 
