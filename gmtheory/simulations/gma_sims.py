@@ -418,38 +418,44 @@ def _lm_point(cfg, point, key):
     """One mixer of gma-lm; recompiled from scratch (up to ``LM_ATTEMPTS`` times in all)
     when its GMA forward comes out non-finite.
 
-    Measured on 2026-12-03 (CPU, jaxlib 0.10.2): in about one process in four the GMA
+    Measured on 2026-12-03 (CPU, jaxlib 0.10.2): in about one fresh process in three the GMA
     model's compiled forward returns NaN for every output on finite inputs -- in the
     validation metrics (at every record, initial parameters included) or in the eager
     responsibility report -- while the training loss stays finite.  The same process state
     gives either outcome (PYTHONHASHSEED fixed, one thread, either XLA optimisation level),
     and an executable that came out bad is bad again when the persistent cache serves it,
     so the fault is in the compiled program, not in the data.  A retry clears JAX's
-    in-memory caches and turns the persistent cache off for the rest of the process, so it
-    recompiles; the point records its ``attempts``.  The non-finite guard stays: a third
+    in-memory caches and turns the persistent cache off for the point, so it recompiles
+    (the bad entry stays in the cache: a warm run pays the retry again); the point records
+    its ``attempts``.  The non-finite guard stays: a third
     failure raises."""
-    for attempt in range(1, LM_ATTEMPTS + 1):
-        try:
-            out = _lm_point_once(cfg, point, key)
-        except (FloatingPointError, ValueError) as exc:
-            if attempt == LM_ATTEMPTS or not (isinstance(exc, FloatingPointError)
-                                              or "non-finite value(s) in the result" in str(exc)):
-                raise
-            import warnings
+    cached = jax.config.jax_enable_compilation_cache
+    try:
+        for attempt in range(1, LM_ATTEMPTS + 1):
+            try:
+                out = _lm_point_once(cfg, point, key)
+            except (FloatingPointError, ValueError) as exc:
+                if attempt == LM_ATTEMPTS or not (
+                        isinstance(exc, FloatingPointError)
+                        or "non-finite value(s) in the result" in str(exc)):
+                    raise
+                import warnings
 
-            warnings.warn(f"gma-lm {point['mixer']}: {str(exc)[:160]}... -- recompiling "
-                          f"without the XLA cache (attempt {attempt + 1} of {LM_ATTEMPTS})",
-                          RuntimeWarning, stacklevel=2)
-            from .. import training
+                warnings.warn(f"gma-lm {point['mixer']}: {str(exc)[:160]}... -- recompiling "
+                              f"without the XLA cache (attempt {attempt + 1} of "
+                              f"{LM_ATTEMPTS})", RuntimeWarning, stacklevel=2)
+                from .. import training
 
-            jax.clear_caches()
-            _builder.cache_clear()
-            training.clear_programs()
-            jax.config.update("jax_enable_compilation_cache", False)
-            continue
-        out["attempts"] = np.asarray(attempt)
-        return out
-    raise AssertionError("unreachable")
+                jax.clear_caches()
+                _builder.cache_clear()
+                training.clear_programs()
+                jax.config.update("jax_enable_compilation_cache", False)
+                continue
+            out["attempts"] = np.asarray(attempt)
+            return out
+        raise AssertionError("unreachable")
+    finally:  # later points and figures use the persistent cache again
+        jax.config.update("jax_enable_compilation_cache", cached)
 
 
 def _lm_point_once(cfg, point, key):
