@@ -70,3 +70,46 @@ def test_gmm_runs_and_draws(tmp_path):
         # the Bayes classifier with known means is at least as good as the Prop. 2.1 limit
         assert float(a[f"{c}/acc_bayes"]) >= float(a[f"{c}/acc_softmax_limit"]) - 0.1
     _draw("gma-gmm", a, meta, tmp_path)
+
+
+def test_lm_point_recompiles_after_a_non_finite_forward(monkeypatch):
+    """A non-finite GMA forward (a faulty compiled program, docs/topics/gma.md) is retried
+    with fresh compilation and the persistent cache off for that point only; the third
+    failure raises; any other error is not retried."""
+    import jax
+
+    from gmtheory.simulations import gma_sims
+
+    calls, cache_on = [], []
+
+    def flaky(cfg, point, key):
+        calls.append(1)
+        cache_on.append(jax.config.jax_enable_compilation_cache)
+        if len(calls) < 2:
+            raise FloatingPointError("gma-lm gma: validation bits/byte is not finite")
+        return {"val_bpb": np.ones((1, 1))}
+
+    before = jax.config.jax_enable_compilation_cache
+    cleared = []
+    # the rest of this worker's tests keep their compiled programs
+    monkeypatch.setattr(jax, "clear_caches", lambda: cleared.append(1))
+    monkeypatch.setattr(gma_sims, "_lm_point_once", flaky)
+    with pytest.warns(RuntimeWarning, match="recompiling"):
+        out = gma_sims._lm_point(None, {"mixer": "gma"}, None)
+    assert int(out["attempts"]) == 2 and cache_on == [before, False] and cleared == [1]
+    assert jax.config.jax_enable_compilation_cache == before
+
+    def always(cfg, point, key):
+        raise ValueError("gma_attention: 3 non-finite value(s) in the result although ...")
+
+    monkeypatch.setattr(gma_sims, "_lm_point_once", always)
+    with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match="non-finite"):
+        gma_sims._lm_point(None, {"mixer": "gma"}, None)
+    assert jax.config.jax_enable_compilation_cache == before
+
+    def bad_input(cfg, point, key):
+        raise ValueError("x: must be finite")
+
+    monkeypatch.setattr(gma_sims, "_lm_point_once", bad_input)
+    with pytest.raises(ValueError, match="x: must be finite"):
+        gma_sims._lm_point(None, {"mixer": "gma"}, None)
