@@ -35,9 +35,9 @@ def test_matches_naive_float32():
     p = _params(16, dtype=jnp.float32)
     x = jax.random.normal(jax.random.key(2), (2, 100, 12), jnp.float32)
     for causal in (False, True):
-        a = gma.gma_attention(p, x, causal=causal, chunk=32)
+        a = jax.jit(lambda p, x, c=causal: gma.gma_attention(p, x, causal=c, chunk=32))(p, x)
         with jax.default_matmul_precision("highest"):
-            b = gma.naive_attention(p, x, causal=causal)
+            b = jax.jit(lambda p, x, c=causal: gma.naive_attention(p, x, causal=c))(p, x)
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
 
 
@@ -62,7 +62,7 @@ def test_responsibility_gradient_formula():
     p = _params(6, lowrank=2)
     h = 0
     z = jax.random.normal(jax.random.key(4), (p.mu.shape[-1],))
-    J = jax.jacfwd(lambda q: gma.responsibilities(p, q[None], h)[0])(z)
+    J = jax.jit(jax.jacfwd(lambda q: gma.responsibilities(p, q[None], h)[0]))(z)
     sigma = gma.SIGMA_MIN + jax.nn.softplus(p.rho[h])
     Lam = jax.vmap(lambda s, U: jnp.diag(s**-2) + U @ U.T)(sigma, p.lowrank[h])
     g = -jnp.einsum("kij,kj->ki", Lam, z[None] - p.mu[h])

@@ -42,6 +42,8 @@ def test_cache_atomic_corrupt_stale(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
+@pytest.mark.slow   # resuming recomputes only the missing points: also test_robustness's
+# stale-claim and full-disk tests, on the same small sweep
 def test_sweep_resumes(tmp_path, monkeypatch, capsys):
     import gmtheory.simulations as sims
     from gmtheory.simulations import get_simulation, run_simulation

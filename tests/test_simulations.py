@@ -15,6 +15,8 @@ def _check_prompt_convergence(a):
     assert np.all(np.diff(a["lmse"]) > 0)
 
 
+@pytest.mark.slow   # the same rates and ESS law are checks operator.05b and operator.06, and
+# small prompt-convergence sweeps run in test_devices, test_robustness and test_sweep_resumes
 def test_prompt_convergence_quick(tmp_path):
     a, meta, _ = run_simulation("prompt-convergence", "quick", results_dir=tmp_path,
                                 progress=False)
