@@ -441,9 +441,9 @@ def _lm_point(cfg, point, key):
                     raise
                 import warnings
 
-                warnings.warn(f"gma-lm {point['mixer']}: {str(exc)[:160]}... -- recompiling "
-                              f"without the XLA cache (attempt {attempt + 1} of "
-                              f"{LM_ATTEMPTS})", RuntimeWarning, stacklevel=2)
+                warnings.warn(f"gma-lm {point['mixer']}: recompiling without the XLA cache "
+                              f"(attempt {attempt + 1} of {LM_ATTEMPTS}) after: "
+                              f"{str(exc)[:160]}", RuntimeWarning, stacklevel=2)
                 from .. import training
 
                 jax.clear_caches()
@@ -475,13 +475,13 @@ def _lm_point_once(cfg, point, key):
            "train_bytes": np.asarray(len(corpus["train"])),
            "val_bytes": np.asarray(len(corpus["val"]))}
     bad = ~np.isfinite(out["val_bpb"])
-    if bad.any():  # never a silent NaN (seen twice with a warm XLA cache, not reproduced)
+    if bad.any():  # never a silent NaN (a faulty compiled program: see _lm_point)
         seeds, recs = np.nonzero(bad)
         raise FloatingPointError(
             f"gma-lm {mixer}: validation bits/byte is not finite for seeds {sorted(set(seeds))} "
-            f"at records {sorted(set(recs))} although the training loss stayed finite; rerun "
-            "with GMTHEORY_NO_JAX_CACHE=1 (finished points are kept) and report it if it "
-            "persists.")
+            f"at records {sorted(set(recs))} although the training loss stayed finite; if it "
+            "persists after the recompilations, rerun (finished points are kept) and report "
+            "it (docs/topics/gma.md).")
     if mixer == "gma":
         out.update(_lm_responsibilities(res.params, data["val_tokens"], cfg.seeds))
     return out
