@@ -41,8 +41,9 @@ SCRIPT = textwrap.dedent("""
 
 
 def _env(devices):
+    flags = os.environ.get("XLA_FLAGS", "")        # the test session's (tests/conftest.py)
     return {**os.environ, "JAX_PLATFORMS": "cpu",
-            "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+            "XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={devices}".strip()}
 
 
 def test_one_and_four_devices_give_the_same_numbers(tmp_path):
