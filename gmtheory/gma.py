@@ -293,21 +293,12 @@ def _causal_chunked(rq, rk, v, chunk, normalisation, eps):
     rq_p = jnp.pad(rq, ((0, pad), (0, 0))).reshape(nc, chunk, K)
     rk_p = jnp.pad(rk, ((0, pad), (0, 0))).reshape(nc, chunk, K)  # padded keys: r = 0
     v_p = jnp.pad(v, ((0, pad), (0, 0))).reshape(nc, chunk, dv)
-    tril = jnp.tril(jnp.ones((chunk, chunk), rq.dtype))
 
     @jax.checkpoint
     def body(carry, blk):
         S, n = carry
         q, k, vv = blk
-        if normalisation == "query":
-            a = (q @ k.T) * tril
-            num = q @ S + a @ vv
-            den = q @ n + a.sum(1)
-            y = num / (den[:, None] + eps)
-        else:  # per-slot means of the prefix: needs the (C, K, d_v) prefix inside the chunk
-            S_t = S[None] + jnp.cumsum(k[:, :, None] * vv[:, None, :], axis=0)
-            n_t = n[None] + jnp.cumsum(k, axis=0)
-            y = jnp.einsum("ck,ckd->cd", q, S_t / (n_t[..., None] + eps))
+        y = _causal_chunk_math(q, k, vv, S, n, normalisation, eps)
         return (S + k.T @ vv, n + k.sum(0)), y
 
     init = (jnp.zeros((K, dv), rq.dtype), jnp.zeros((K,), rq.dtype))
@@ -380,8 +371,15 @@ def _chunks(a, chunk):
 def _causal_chunk_math(q, k, vv, S, n, normalisation, eps):
     """One chunk of the causal read-out for one (head, batch) given the carried prefix."""
     if normalisation == "query":
+        # numerator and denominator from one pair of products, [S | n] and [v | 1]: written
+        # as two, ``(q S + a v) / (q n + a 1 + eps)``, XLA:CPU (jaxlib 0.10.2) compiled the
+        # vmapped scan so that the output columns beyond K were read from memory it never
+        # wrote (the intermittent gma-lm NaN: docs/topics/gma.md;
+        # tests/test_gma.py::test_no_uninitialised_memory_in_the_compiled_forward)
         a = (q @ k.T) * jnp.tril(jnp.ones((q.shape[0], q.shape[0]), q.dtype))
-        return (q @ S + a @ vv) / ((q @ n + a.sum(1))[:, None] + eps)
+        nd = (q @ jnp.concatenate([S, n[:, None]], 1)
+              + a @ jnp.concatenate([vv, jnp.ones((vv.shape[0], 1), vv.dtype)], 1))
+        return nd[:, :-1] / (nd[:, -1:] + eps)
     S_t = S[None] + jnp.cumsum(k[:, :, None] * vv[:, None, :], axis=0)
     n_t = n[None] + jnp.cumsum(k, axis=0)
     return jnp.einsum("ck,ckd->cd", q, S_t / (n_t[..., None] + eps))

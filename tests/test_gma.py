@@ -305,3 +305,37 @@ def test_fused_form_with_wider_params_than_inputs(causal):
     b = gma.gma_attention(p, x, causal=causal, chunk=8, fused=False)
     assert a.dtype == jnp.float32
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+UNINIT_SCRIPT = """
+import jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)
+from gmtheory import gma
+p = gma.init(jax.random.key(0), 32, heads=2, K=8)          # gma-lm's shapes: d_v = 16 > K
+x = jax.random.normal(jax.random.key(1), (128, 32, 32))
+for causal in (True, False):
+    for norm in ("query", "slot"):
+        for fused in (False, True):
+            a = gma.gma_attention(p, x, causal=causal, chunk=32, normalisation=norm,
+                                  fused=fused)
+            b = jax.jit(lambda p, x: gma.naive_attention(p, x, causal=causal,
+                                                         normalisation=norm))(p, x)
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-11,
+                                       err_msg=f"causal={causal} {norm} fused={fused}")
+print("ok")
+"""
+
+
+def test_no_uninitialised_memory_in_the_compiled_forward():
+    """glibc's MALLOC_PERTURB_=1 fills fresh heap memory with 0xfe bytes (doubles of about
+    -1e303): a compiled forward that reads memory it never wrote then gives garbage every
+    time instead of in one process in four (the gma-lm NaN, docs/topics/gma.md; XLA:CPU
+    left the causal chunk's output columns beyond K unwritten)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MALLOC_PERTURB_": "1", "GMTHEORY_NO_JAX_CACHE": "1"}
+    out = subprocess.run([sys.executable, "-c", UNINIT_SCRIPT], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]

@@ -418,16 +418,13 @@ def _lm_point(cfg, point, key):
     """One mixer of gma-lm; recompiled from scratch (up to ``LM_ATTEMPTS`` times in all)
     when its GMA forward comes out non-finite.
 
-    Measured on 2026-12-03 (CPU, jaxlib 0.10.2): in about one fresh process in three the GMA
-    model's compiled forward returns NaN for every output on finite inputs -- in the
-    validation metrics (at every record, initial parameters included) or in the eager
-    responsibility report -- while the training loss stays finite.  The same process state
-    gives either outcome (PYTHONHASHSEED fixed, one thread, either XLA optimisation level),
-    and an executable that came out bad is bad again when the persistent cache serves it,
-    so the fault is in the compiled program, not in the data.  A retry clears JAX's
-    in-memory caches and turns the persistent cache off for the point, so it recompiles
-    (the bad entry stays in the cache: a warm run pays the retry again); the point records
-    its ``attempts``.  The non-finite guard stays: a third
+    On 2026-12-03 (CPU, jaxlib 0.10.2) about one fresh process in four got a forward that
+    was non-finite for every output: XLA:CPU left part of the causal chunk's output
+    unwritten, so it read whatever the memory held.  That is fixed in
+    :func:`gmtheory.gma._causal_chunk_math` and tested under ``MALLOC_PERTURB_``
+    (docs/topics/gma.md); the retry stays as a guard.  A retry clears JAX's in-memory
+    caches and turns the persistent cache off for the point, so it recompiles; the point
+    records its ``attempts``.  The non-finite guard stays: a third
     failure raises."""
     cached = jax.config.jax_enable_compilation_cache
     try:
