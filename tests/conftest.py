@@ -3,7 +3,7 @@ import os
 # Compile for speed in the test processes (the xdist workers, and the subprocesses they
 # start, inherit this): XLA:CPU's legacy elemental emitters instead of its MLIR fusion
 # emitters.  Most of the suite's time is compilation; with them, programs compiled 35-48 %
-# faster and the cold suite took 268 s instead of 361 s, every check still passing.  They
+# faster and the cold suite took 248-323 s instead of 361 s, every check still passing.  They
 # run some long kernels slower (online_softmax on 2e5 tokens: 0.79 s against 0.39 s), so
 # the library's default, which `make reproduce` and `gmtheory verify` use, keeps the fusion
 # emitters, and every check runs under both (docs/performance.md#where-a-cold-runs-time-goes,

@@ -16,7 +16,7 @@ def _check_prompt_convergence(a):
 
 
 @pytest.mark.slow   # the same rates and ESS law are checks operator.05b and operator.06, and
-# small prompt-convergence sweeps run in test_devices, test_robustness and test_sweep_resumes
+# small prompt-convergence sweeps run in test_devices and test_robustness
 def test_prompt_convergence_quick(tmp_path):
     a, meta, _ = run_simulation("prompt-convergence", "quick", results_dir=tmp_path,
                                 progress=False)
