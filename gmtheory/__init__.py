@@ -118,3 +118,16 @@ __all__ = [
     "limit_blas_threads",
     "__version__",
 ]
+
+_EXPLORE = ("explore", "load_spec", "Problem")
+
+
+def __getattr__(name):
+    """``gmtheory.explore``, ``gmtheory.load_spec`` and ``gmtheory.Problem``: the explore
+    application (:mod:`gmtheory.regimes`), imported on first use so that ``import gmtheory``
+    stays light and the library imports nothing above it."""
+    if name in _EXPLORE:
+        from . import regimes
+
+        return getattr(regimes, name)
+    raise AttributeError(f"module 'gmtheory' has no attribute {name!r}")

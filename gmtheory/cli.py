@@ -1,4 +1,4 @@
-"""The ``gmtheory`` command: verify, figures, run, reproduce, bench."""
+"""The ``gmtheory`` command: verify, figures, run, explore, reproduce, derive, bench."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ EPILOG = """examples:
   gmtheory figures fig1 fig4 fig5      named figures
   gmtheory run prompt-convergence --set reps=128,Ls=100,1000,10000
   gmtheory run lda-sweep --set pi_pos=0.5,0.7,0.9,separation=1,2,d=2,5
+  gmtheory explore my-problem.toml --out my-problem
+                                       your own mixture: Bayes vs linear vs softmax heads
   gmtheory reproduce                   all checks + all figures + a Markdown report
   gmtheory derive                      sympy derivations into derivations/ (one page each)
   gmtheory bench operator             (also: gma, gma-profile, lda, icl, denoise)
@@ -114,6 +116,30 @@ def cmd_run(args) -> int:
              else "loaded from the cache")
     print(f"results: {stem}.npz (+ .json); {where}")
     return 0
+
+
+def cmd_explore(args) -> int:
+    from .regimes import explore, load_spec
+    from .regimes.report import columns, fmt
+
+    prob = load_spec(args.spec)
+    out = Path(args.out) if args.out else Path(f"explore-{prob.name}")
+    res = explore(prob, results_dir=args.results, force=args.force,
+                  progress=not args.no_progress)
+    paths = res.write(out)
+    axes = list(prob.vary)
+    cols = columns(res)
+    print(f"{prob.name}: {prob.task}, d = {prob.dim}, K = {prob.n_components}; "
+          f"{len(res.points)} point(s) in {res.seconds:.1f} s")
+    print("  ".join(f"{c:>12}" for c in axes + [k for k, _ in cols] + ["verdict"]))
+    for p in res.points:
+        cells = [fmt(p["params"][a]) for a in axes]
+        cells += [fmt(p.get(k), p.get(f"{k}_se")) for k, _ in cols]
+        print("  ".join(f"{c:>12}" for c in cells + [p["verdict"]]))
+    n = sum(len(p["comparisons"]) for p in res.points) + len(res.sweep_comparisons)
+    print(f"comparisons: {n}, verdict {res.verdict}")
+    print(f"wrote {paths['json']}, {paths['report']}, {paths['figure']}")
+    return 0 if res.verdict != "FAIL" else 1
 
 
 def cmd_reproduce(args) -> int:
@@ -418,6 +444,18 @@ def build_parser() -> argparse.ArgumentParser:
                     help="this process, 0..N-1 (or JAX_PROCESS_ID)")
     common(sp)
     sp.set_defaults(func=cmd_run)
+
+    sp = sub.add_parser("explore", help="map your own Gaussian-mixture problem (TOML spec): "
+                                        "Bayes, linear attention, softmax heads")
+    sp.add_argument("spec", metavar="SPEC.toml", help="the problem (docs/explore.md)")
+    sp.add_argument("--out", default=None,
+                    help="folder for explore.json, report.md and regimes.png "
+                         "(default explore-NAME)")
+    sp.add_argument("--results", default=RESULTS,
+                    help=f"cache folder; points resume from it (default {RESULTS}/)")
+    sp.add_argument("--force", action="store_true", help="recompute cached points")
+    common(sp)
+    sp.set_defaults(func=cmd_explore)
 
     sp = sub.add_parser("reproduce", help="all checks, then all figures (quick), and a report")
     sp.add_argument("--out", default="reproduce-out", help="output folder")

@@ -48,6 +48,8 @@ __all__ = [
     "posterior_weights",
     "bayes_denoiser",
     "tweedie_denoiser",
+    "posterior_mean",
+    "posterior_trace",
     "heads_output",
     "single_head_construction",
     "two_head_construction",
@@ -158,6 +160,50 @@ def tweedie_denoiser(mixture: GaussianMixture, xi, z):
     z, squeeze = _points(z, mixture.dim)
     score = jax.vmap(jax.grad(lambda q: nm.log_prob(q)))(z)
     out = z + xi**2 * score
+    return out[0] if squeeze else out
+
+
+def _component_posteriors(mixture: GaussianMixture, xi, z):
+    """Per-component posterior pieces for any covariances: ``beta (n, K)``,
+    ``mu (n, K, d)`` with ``mu_k(z) = m_k + Gamma_k S_k^{-1} (z - m_k)`` and the traces
+    ``tr(Gamma_k - Gamma_k S_k^{-1} Gamma_k)`` ``(K,)``, ``S_k = Gamma_k + xi^2 I``."""
+    d = mixture.dim
+    G = mixture.covs
+    S = G + xi**2 * jnp.eye(d, dtype=G.dtype)
+    chol = jnp.linalg.cholesky(S)                                  # (K, d, d)
+    diff = z[:, None, :] - mixture.means[None]                     # (n, K, d)
+    sol = jax.vmap(lambda c, r: jax.scipy.linalg.cho_solve((c, True), r.T).T,
+                   in_axes=(0, 1), out_axes=1)(chol, diff)         # S_k^{-1}(z - m_k)
+    logdet = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol, axis1=1, axis2=2)), axis=1)
+    logp = (mixture.log_weights[None] - 0.5 * jnp.sum(diff * sol, -1) - 0.5 * logdet[None])
+    beta = jax.nn.softmax(logp, axis=1)
+    mu = mixture.means[None] + jnp.einsum("kij,nkj->nki", G, sol)
+    SinvG = jax.vmap(lambda c, g: jax.scipy.linalg.cho_solve((c, True), g))(chol, G)
+    tr = jnp.trace(G, axis1=1, axis2=2) - jnp.einsum("kij,kji->k", G, SinvG)
+    return beta, mu, tr
+
+
+def posterior_mean(mixture: GaussianMixture, xi, z):
+    """``E[X | Z = z]`` for any covariances, in closed form:
+    ``sum_k beta_k(z) (m_k + Gamma_k S_k^{-1} (z - m_k))`` with ``S_k = Gamma_k + xi^2 I``
+    and ``beta_k(z) ∝ pi_k N(z; m_k, S_k)``.  Equals :func:`bayes_denoiser` (eq. (10))
+    for a shared covariance and :func:`tweedie_denoiser` for any (independent forms).
+    Shapes: ``(n, d) -> (n, d)``."""
+    xi = _check_xi(xi)
+    z, squeeze = _points(z, mixture.dim)
+    beta, mu, _ = _component_posteriors(mixture, xi, z)
+    out = jnp.einsum("nk,nki->ni", beta, mu)
+    return out[0] if squeeze else out
+
+
+def posterior_trace(mixture: GaussianMixture, xi, z):
+    """``tr Cov(X | Z = z)`` for any covariances (closed form); its mean over
+    ``Z ~ mu_Z`` is the MMSE ``E|f*(Z) - X|^2``.  Shapes: ``(n, d) -> (n,)``."""
+    xi = _check_xi(xi)
+    z, squeeze = _points(z, mixture.dim)
+    beta, mu, tr = _component_posteriors(mixture, xi, z)
+    f = jnp.einsum("nk,nki->ni", beta, mu)
+    out = beta @ tr + jnp.einsum("nk,nk->n", beta, jnp.sum(mu**2, -1)) - jnp.sum(f**2, -1)
     return out[0] if squeeze else out
 
 

@@ -1,0 +1,92 @@
+"""The regime figure of ``gmtheory explore``: curves over one axis, a phase diagram over two."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..regimes.report import columns, fmt
+from ._base import style_path
+
+# (key, label, colour, marker)
+SERIES = {
+    "denoising": [("bayes_risk", "Bayes (MMSE)", "k", "o"),
+                  ("linear_risk", "linear attention (best A z)", "C0", "s"),
+                  ("head1_risk", "1 softmax head", "C1", "^"),
+                  ("head2_risk", "2 softmax heads", "C2", "v"),
+                  ("head3_risk", "3 softmax heads", "C3", "D"),
+                  ("prompt_risk", "1 head on an L-token prompt", "C4", "x")],
+    "classification": [("bayes_error", "Bayes", "k", "o"),
+                       ("linear_error", "linear attention", "C0", "s"),
+                       ("softmax_error", "softmax head", "C1", "^"),
+                       ("prompt_error", "head on an L-token prompt", "C4", "x")],
+}
+
+
+def _phase_value(p, task):
+    """Share of the linear-to-Bayes gap that one softmax head closes."""
+    if task == "denoising":
+        return p.get("head1_gap_recovered", np.nan)
+    gap = p["linear_error"] - p["bayes_error"]
+    return 1.0 - (p["softmax_error"] - p["bayes_error"]) / gap if gap > 0 else np.nan
+
+
+def draw_regimes(res, path):
+    """Draw ``res`` (an :class:`gmtheory.regimes.ExploreResult`) into ``path`` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    prob = res.problem
+    axes = list(prob.vary)
+    task = prob.task
+    ylabel = "risk E|f(Z) - X|²" if task == "denoising" else "0–1 error"
+    with plt.style.context(style_path()):
+        if len(axes) == 2:
+            a0, a1 = axes
+            v0, v1 = prob.vary[a0], prob.vary[a1]
+            grid = np.full((len(v0), len(v1)), np.nan)
+            for p in res.points:
+                grid[v0.index(p["params"][a0]), v1.index(p["params"][a1])] = _phase_value(p, task)
+            fig, ax = plt.subplots(figsize=(6.4, 4.8))
+            im = ax.imshow(grid.T, origin="lower", cmap="viridis", vmin=0, vmax=1,
+                           aspect="auto")
+            for i in range(len(v0)):
+                for j in range(len(v1)):
+                    ax.text(i, j, fmt(grid[i, j]), ha="center", va="center", fontsize=7,
+                            color="w" if grid[i, j] < 0.6 else "k")
+            ax.set_xticks(range(len(v0)), [fmt(v) for v in v0])
+            ax.set_yticks(range(len(v1)), [fmt(v) for v in v1])
+            ax.set_xlabel(a0)
+            ax.set_ylabel(a1)
+            fig.colorbar(im, ax=ax, label="share of the linear→Bayes gap closed by one head")
+            ax.set_title(f"{prob.name}: where one softmax head is needed and enough")
+        else:
+            fig, ax = plt.subplots(figsize=(6.4, 4.4))
+            keys = {k for k, _ in columns(res)}
+            if axes:
+                a = axes[0]
+                x = np.array([p["params"][a] for p in res.points], float)
+            else:
+                a, x = None, np.zeros(1)
+            for k, label, col, mk in SERIES[task]:
+                if k not in keys:
+                    continue
+                y = np.array([p.get(k, np.nan) for p in res.points], float)
+                se = np.array([p.get(f"{k}_se", 0.0) or 0.0 for p in res.points], float)
+                ax.errorbar(x, y, yerr=2 * se, color=col, marker=mk, ms=5, capsize=3,
+                            lw=1.5, label=label)
+            if a is None:
+                ax.set_xticks([])
+            else:
+                ax.set_xlabel(a)
+                if a == "L":
+                    ax.set_xscale("log")
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"{prob.name}: {task}, d = {prob.dim}, K = {prob.n_components}")
+            ax.legend(fontsize=8, loc="best")
+            ax.text(0.99, 0.01, "bars: ±2 SE (Monte Carlo)", transform=ax.transAxes,
+                    ha="right", va="bottom", fontsize=7, color="0.4")
+        fig.savefig(path, dpi=130, bbox_inches="tight")
+        plt.close(fig)
+    return path

@@ -1,0 +1,248 @@
+"""Denoising regimes of one problem: Bayes, linear attention and softmax heads.
+
+For ``X`` from any Gaussian mixture and ``Z = X + xi eps`` (docs/explore.md#denoising):
+
+* ``bayes_risk`` — the MMSE ``E|f*(Z) - X|^2`` with ``f*`` the posterior mean. Shared
+  covariance: :func:`gmtheory.denoising.bayes_risk` (Gauss–Hermite on the few directions
+  ``f*`` depends on, any ``d``).  Otherwise the mean of the closed-form posterior trace
+  ``tr Cov(X | Z)`` over a GH grid (``d <= gh_max_dim``) or Monte Carlo samples (SE).
+* ``linear_risk`` — the best linear map ``A* z``, which is linear attention's
+  infinite-prompt limit (Lemma C.7), in closed form (:func:`gmtheory.denoising.linear_risk`).
+* ``head<M>_risk`` — the best sum of ``M`` softmax heads on ``mu_Z`` (Prop. 2.1), by
+  L-BFGS from random and structured starts on a fixed grid or sample; its excess
+  ``E|T(Z) - f*(Z)|^2`` evaluated on the grid or on fresh samples (SE), and the spread of
+  the excess over starts.  ``risk = bayes_risk + excess`` (orthogonality of ``f*``).
+* ``construction_excess`` — the two-head (App. C.6) or one-head construction, where the
+  theory gives one (two components, shared ``gamma^2 I``, equal-norm means).
+
+Every point also runs comparisons of the kinds of ``gmtheory verify``
+(:mod:`gmtheory.verify`): closed form against quadrature against Monte Carlo.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import denoising as D
+from ..operators import finite_prompt_variance, softmax_attention, softmax_attention_limit
+from ..training import minimize_lbfgs
+from ..verify import agreement, upper_bound
+from ._nodes import combined_z, mc_mean_se, nodes, weighted_mean_se
+
+Z_SE = 4.0  # agreement of two Monte Carlo estimates: within 4 combined standard errors
+
+
+_tweedie = jax.jit(D.tweedie_denoiser)
+
+
+def _heads_out(mix_z, theta, z):
+    U, V = theta["U"], theta["V"]
+    return sum(softmax_attention_limit(mix_z, U[h], V[h], z) for h in range(U.shape[0]))
+
+
+def _heads_excess(theta, data):
+    """Weighted mean of ``|sum_h T_h(z) - f*(z)|^2`` over fixed nodes (the search objective)."""
+    mix_z, z, w, fstar = data
+    return jnp.sum(w * jnp.sum((_heads_out(mix_z, theta, z) - fstar) ** 2, -1))
+
+
+def _iso_construction(mix, xi):
+    """The heads that realise ``f*`` exactly, where the theory gives them; else None."""
+    if mix.n_components != 2 or not mix.is_shared():
+        return None
+    G = np.asarray(mix.covs[0])
+    d = mix.dim
+    g2 = float(G[0, 0])
+    if not np.allclose(G, g2 * np.eye(d), rtol=0, atol=1e-12 * max(1.0, g2)):
+        return None
+    m1, m2 = np.asarray(mix.means)
+    if abs(np.linalg.norm(m1) - np.linalg.norm(m2)) > 1e-10 * max(1.0, np.linalg.norm(m1)):
+        return None
+    if np.allclose(m1, m2) or d < 2:
+        return None
+    gamma = np.sqrt(g2)
+    if np.isclose(g2, xi**2, rtol=1e-12):
+        return "one head (gamma^2 = xi^2, Thm 4.1 (ii))", D.single_head_construction(gamma, xi, d)
+    if gamma > 0:
+        return "two heads (App. C.6)", D.two_head_construction(m1, m2, gamma, xi)
+    return "degenerate (gamma = 0, Prop. C.3)", D.degenerate_construction(m1, m2, xi)
+
+
+def _search(mix, xi, M, fit, key, opts, init_heads):
+    """Best sum of ``M`` heads on the fit nodes: returns (theta, excess per start)."""
+    d = mix.dim
+    mz = D.noisy_mixture(mix, xi)
+    fstar = D.posterior_mean(mix, xi, fit.x)
+    data = (mz, fit.x, fit.w, fstar)
+    starts = [{"U": 0.5 * jax.random.normal(jax.random.fold_in(key, 2 * i), (M, d, d)),
+               "V": 0.5 * jax.random.normal(jax.random.fold_in(key, 2 * i + 1), (M, d, d))}
+              for i in range(opts.starts)]
+    # structured start: the one-head form U = I / (gamma^2 + xi^2), V = I / 2 with the mean
+    # variance as gamma^2 (exact when gamma^2 = xi^2), split over M heads
+    g2 = float(jnp.mean(jnp.trace(mix.covs, axis1=1, axis2=2))) / d
+    U0 = jnp.eye(d) / (g2 + xi**2)
+    starts.append({"U": jnp.stack([U0] * M), "V": jnp.stack([0.5 * jnp.eye(d) / M] * M)})
+    for heads in init_heads:
+        if len(heads) == M:
+            starts.append({"U": jnp.stack([h[0] for h in heads]),
+                           "V": jnp.stack([h[1] for h in heads])})
+    res = minimize_lbfgs(_heads_excess, starts[0], data, starts=starts[1:],
+                         maxiter=opts.maxiter)
+    return res.x, np.asarray(res.funs)
+
+
+def denoising_point(prob, key) -> tuple[dict, list]:
+    """Every quantity of one denoising point; returns ``(values, comparisons)``."""
+    opts = prob.options
+    mix = prob.mixture()
+    xi = float(prob.noise)
+    mz = D.noisy_mixture(mix, xi)
+    d = mix.dim
+    k_eval, k_fit, k_mc, k_search, k_prompt = jax.random.split(key, 5)
+    out: dict = {"d": d, "components": mix.n_components, "noise": xi}
+    cmp = []
+
+    # ---- Bayes (MMSE)
+    ev = nodes(mz, k_eval, n_samples=opts.mc_samples, order=opts.order,
+               gh_max_dim=opts.gh_max_dim)
+    if mix.is_shared():
+        out["bayes_risk"] = float(D.bayes_risk(mix, xi))
+        out["bayes_risk_se"] = 0.0
+        out["bayes_method"] = "closed form + Gauss-Hermite on the span of S^-1 m_k (eq. (10))"
+    else:
+        out["bayes_risk"], out["bayes_risk_se"] = weighted_mean_se(
+            D.posterior_trace(mix, xi, ev.x), ev)
+        out["bayes_method"] = f"posterior trace, {ev.method}"
+    # independent: |f_Tweedie(Z) - X|^2 on fresh (X, Z) pairs
+    kx, ke = jax.random.split(k_mc)
+    x, _ = mix.sample(kx, opts.mc_samples)
+    z = x + xi * jax.random.normal(ke, x.shape, dtype=x.dtype)
+    chunk = 20_000
+    tw = jnp.concatenate([_tweedie(mix, xi, z[i:i + chunk])
+                          for i in range(0, z.shape[0], chunk)])
+    mc_b, mc_b_se = mc_mean_se(jnp.sum((tw - x) ** 2, -1))
+    out["bayes_risk_mc"], out["bayes_risk_mc_se"] = mc_b, mc_b_se
+    cmp.append(agreement(
+        combined_z(out["bayes_risk"], out["bayes_risk_se"], mc_b, mc_b_se), Z_SE,
+        "bayes_risk against an independent Monte Carlo of |f(Z) - X|^2 with the Tweedie "
+        "denoiser (autodiff of log p_Z) on fresh samples: within 4 combined standard errors "
+        "(the quadrature error of the grid is far below the MC SE)",
+        name="MMSE |z| (bayes_risk vs Tweedie MC)"))
+    fz = D.posterior_mean(mix, xi, z[:2000])
+    scale = float(jnp.max(jnp.abs(tw[:2000]))) + 1e-300
+    cmp.append(agreement(
+        float(jnp.max(jnp.abs(fz - tw[:2000]))) / scale, 1e-9,
+        "closed-form posterior mean against the Tweedie form z + xi^2 grad log p_Z(z) "
+        "(autodiff): float64 round-off of a d x d solve and a log-sum-exp, far below 1e-9",
+        name="posterior mean: closed form vs Tweedie (rel.)"))
+
+    # ---- best linear map = linear attention's limit
+    A = D.linear_optimum(mix, xi)
+    out["linear_risk"] = float(D.linear_risk(mix, xi, A))
+    # independent: quadrature of |(A - I) x|^2 (order 2 per dimension is exact for a
+    # quadratic) + xi^2 |A|_F^2, with A read off linear attention's limit (Lemma C.7)
+    from ..operators import linear_attention_limit
+    Mz = mz.second_moment()
+    A_att = linear_attention_limit(mz, jnp.eye(d), A @ jnp.linalg.inv(Mz), jnp.eye(d)).T
+    q2 = nodes(mix, k_eval, n_samples=2, order=2, gh_max_dim=min(d, 14))
+    if not q2.mc:
+        lin_q = float(jnp.sum(q2.w * jnp.sum((q2.x @ (A_att - jnp.eye(d)).T) ** 2, -1))
+                      + xi**2 * jnp.sum(A_att**2))
+        cmp.append(agreement(
+            abs(lin_q - out["linear_risk"]) / out["linear_risk"], 1e-10,
+            "closed form tr((I-A) Sigma_X (I-A)^T) + xi^2 |A|_F^2 against order-2 "
+            "Gauss-Hermite (exact for quadratics) of the map read off linear attention's "
+            "limit: float64 round-off", name="linear_risk: closed form vs quadrature (rel.)"))
+    lin_mc, lin_mc_se = mc_mean_se(jnp.sum((z @ A.T - x) ** 2, -1))
+    out["linear_risk_mc"], out["linear_risk_mc_se"] = lin_mc, lin_mc_se
+    cmp.append(agreement(
+        combined_z(out["linear_risk"], 0.0, lin_mc, lin_mc_se), Z_SE,
+        "closed-form linear_risk against Monte Carlo of |A* Z - X|^2 on fresh samples: within "
+        "4 standard errors", name="linear_risk |z| (closed form vs MC)"))
+    out["linear_gap"] = out["linear_risk"] - out["bayes_risk"]
+    cmp.append(upper_bound(
+        out["bayes_risk"] - out["linear_risk"],
+        Z_SE * out["bayes_risk_se"] + 1e-10 * out["linear_risk"],
+        "the MMSE is the smallest risk of any map, so bayes_risk <= linear_risk (up to 4 SE "
+        "of an MC estimate and round-off)", name="bayes_risk - linear_risk"))
+
+    # ---- softmax heads
+    fit = nodes(mz, k_fit, n_samples=opts.fit_samples, order=opts.fit_order,
+                gh_max_dim=opts.gh_max_dim)
+    cons = _iso_construction(mix, xi)
+    init_heads = []
+    if cons is not None:
+        label, heads = cons
+        init_heads.append(heads)
+        hz = sum(softmax_attention_limit(mz, U, V, z[:2000]) for U, V in heads)
+        ref = D.bayes_denoiser(mix, xi, z[:2000])
+        err = float(jnp.max(jnp.abs(hz - ref))) / (float(jnp.max(jnp.abs(ref))) + 1e-300)
+        out["construction"] = label
+        out["construction_heads"] = len(heads)
+        out["construction_excess"] = float(jnp.mean(jnp.sum((hz - ref) ** 2, -1)))
+        cmp.append(agreement(
+            err, 1e-8, f"the {label} construction against eq. (10)'s Bayes denoiser, point "
+            "by point: both closed forms, equal up to float64 round-off in the gates",
+            name="construction vs f* (max rel.)"))
+    best_prev = None
+    fstar_ev = D.posterior_mean(mix, xi, ev.x)
+    for M in opts.heads:
+        inits = list(init_heads)
+        if best_prev is not None and M == best_prev[0] + 1:  # grow the best smaller fit
+            th = best_prev[1]
+            inits.append([(th["U"][h], th["V"][h]) for h in range(best_prev[0])]
+                         + [(0.1 * jnp.eye(d), jnp.zeros((d, d)))])
+        theta, per_start = _search(mix, xi, M, fit, jax.random.fold_in(k_search, M), opts,
+                                   inits)
+        best_prev = (M, theta)
+        ex = jnp.sum((_heads_out(mz, theta, ev.x) - fstar_ev) ** 2, -1)
+        e, se = weighted_mean_se(ex, ev)
+        out[f"head{M}_excess"], out[f"head{M}_excess_se"] = e, se
+        out[f"head{M}_risk"] = out["bayes_risk"] + e
+        out[f"head{M}_risk_se"] = float(np.hypot(out["bayes_risk_se"], se))
+        out[f"head{M}_gap_recovered"] = (1.0 - e / out["linear_gap"]
+                                         if out["linear_gap"] > 0 else float("nan"))
+        out[f"head{M}_starts"] = per_start
+        out[f"head{M}_U"], out[f"head{M}_V"] = np.asarray(theta["U"]), np.asarray(theta["V"])
+    out["fit_method"] = fit.method
+    out["eval_method"] = ev.method
+
+    # ---- finite prompt at the limit optimum of one head
+    if prob.L is not None:
+        M = min(opts.heads)
+        theta = {"U": jnp.asarray(out[f"head{M}_U"]), "V": jnp.asarray(out[f"head{M}_V"])}
+        out.update(_finite_prompt(mix, xi, theta, prob.L, k_prompt, opts, cmp))
+    return out, cmp
+
+
+def _finite_prompt(mix, xi, theta, L, key, opts, cmp):
+    """Risk of the heads on prompts of ``L`` tokens from ``mu_Z`` (SE over prompts), and
+    ``L E|T_L - T|^2`` against the delta-method variance (operators.finite_prompt_variance)."""
+    mz = D.noisy_mixture(mix, xi)
+    P, Q = opts.prompts, opts.queries
+    risks, devs, preds = [], [], []
+    for p in range(P):
+        kp = jax.random.fold_in(key, p)
+        kt, kx, ke = jax.random.split(kp, 3)
+        toks, _ = mz.sample(kt, L)
+        x, _ = mix.sample(kx, Q)
+        z = x + xi * jax.random.normal(ke, x.shape, dtype=x.dtype)
+        tl = sum(softmax_attention(toks, theta["U"][h], theta["V"][h], z)
+                 for h in range(theta["U"].shape[0]))
+        ti = _heads_out(mz, theta, z)
+        risks.append(float(jnp.mean(jnp.sum((tl - x) ** 2, -1))))
+        devs.append(float(jnp.mean(jnp.sum((tl - ti) ** 2, -1))))
+        if theta["U"].shape[0] == 1:
+            preds.append(float(jnp.mean(jnp.sum(
+                finite_prompt_variance(mz, theta["U"][0], theta["V"][0], z), -1))) / L)
+    r, r_se = mc_mean_se(risks)
+    dv, dv_se = mc_mean_se(devs)
+    res = {"L": L, "prompt_risk": r, "prompt_risk_se": r_se, "prompt_dev": dv,
+           "prompt_dev_se": dv_se}
+    if preds:
+        pred = float(np.mean(preds))
+        res["prompt_dev_pred"] = pred
+        res["prompt_dev_ratio"] = dv / pred
+    return res

@@ -1,0 +1,92 @@
+"""``report.md`` of an exploration: the problem, a table per point, every comparison."""
+
+from __future__ import annotations
+
+import math
+
+COLUMNS = {
+    "denoising": [("bayes_risk", "Bayes (MMSE)"), ("linear_risk", "linear attention"),
+                  ("head1_risk", "1 softmax head"), ("head2_risk", "2 heads"),
+                  ("head3_risk", "3 heads"), ("prompt_risk", "1 head, L-token prompt")],
+    "classification": [("bayes_error", "Bayes error"), ("linear_error", "linear attention"),
+                       ("softmax_error", "softmax head"), ("prompt_error", "head, L-token prompt"),
+                       ("bayes_risk", "Bayes risk"), ("linear_risk", "linear risk"),
+                       ("softmax_risk", "softmax risk")],
+}
+
+
+def fmt(v, se=None):
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    s = f"{v:.4g}"
+    if se:
+        s += f" ± {se:.2g}"
+    return s
+
+
+def columns(res):
+    have = set().union(*(p.keys() for p in res.points))
+    return [(k, lab) for k, lab in COLUMNS[res.problem.task] if k in have]
+
+
+def report_markdown(res, *, figure: str | None = None) -> str:
+    prob = res.problem
+    lines = [f"# gmtheory explore: {prob.name}", ""]
+    n_fail = sum(p["verdict"] == "FAIL" for p in res.points)
+    lines += [f"Task: **{prob.task}**; mixture of {prob.n_components} Gaussians in d = "
+              f"{prob.dim}" + (f", {prob.n_classes} classes (labels {list(prob.labels)})"
+                               if prob.labels else f", noise xi = {prob.noise}")
+              + f"; seed {prob.seed}.",
+              f"Points: {len(res.points)} ({', '.join(f'{a} = {list(v)}' for a, v in prob.vary.items()) or 'no axes'}); "  # noqa: E501
+              f"verdict **{res.verdict}** ({n_fail} point(s) failed); {res.seconds:.1f} s.", ""]
+    if figure:
+        lines += [f"![regimes]({figure})", ""]
+    cols = columns(res)
+    axes = list(prob.vary)
+    head = axes + [lab for _, lab in cols] + ["verdict"]
+    lines += ["Values ± standard error (Monte Carlo estimates; quadrature and closed forms have "
+              "none). Risks are " + ("mean squared errors E|f(Z) - X|^2."
+                                     if prob.task == "denoising" else
+                                     "the paper's logistic (2 classes) or cross-entropy loss; "
+                                     "errors are 0-1 errors."), "",
+              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for p in res.points:
+        row = [fmt(p["params"][a]) for a in axes]
+        row += [fmt(p.get(k), p.get(f"{k}_se")) for k, _ in cols]
+        lines.append("| " + " | ".join(row + [p["verdict"]]) + " |")
+    lines.append("")
+    if prob.task == "denoising":
+        lines += ["Gap recovered by the heads, 1 - excess / (linear_risk - bayes_risk):", ""]
+        for p in res.points:
+            rec = ", ".join(f"{M} head(s) {fmt(p.get(f'head{M}_gap_recovered'))}"
+                            for M in prob.options.heads)
+            extra = (f"; construction: {p['construction']}, excess {fmt(p['construction_excess'])}"
+                     if "construction" in p else "")
+            lines.append(f"* {_where(p, axes)}: {rec}{extra}")
+        lines.append("")
+    lines += ["## Methods", ""]
+    p0 = res.points[0]
+    for k in ("bayes_method", "eval_method", "fit_method", "softmax_method", "setting"):
+        if k in p0:
+            lines.append(f"* {k.replace('_', ' ')}: {p0[k]}")
+    lines += ["", "## Comparisons", "",
+              "Kinds and thresholds as in `gmtheory verify`: PASS when every comparison "
+              "holds, FAIL otherwise.", ""]
+    for p in res.points:
+        lines.append(f"### {_where(p, axes)}: {p['verdict']}")
+        lines.append("")
+        for c in p["comparisons"]:
+            mark = "holds" if c["holds"] else "**does not hold**"
+            op = ">=" if c["kind"] == "lower_bound" else "<="
+            lines.append(f"* {c['name']}: {c['measured']:.3g} {op} {c['threshold']:.3g} "
+                         f"({c['kind']}, {mark}) — {c['why']}")
+        lines.append("")
+    for c in res.sweep_comparisons:
+        lines.append(f"* sweep: {c['name']}: {c['measured']:.3g} <= {c['threshold']:.3g} "
+                     f"({c['verdict']}; slope {c['slope']:.3f} ± {c['slope_se']:.2g}) — "
+                     f"{c['why']}")
+    return "\n".join(lines) + "\n"
+
+
+def _where(p, axes):
+    return ", ".join(f"{a} = {fmt(p['params'][a])}" for a in axes) or "the problem"

@@ -1,0 +1,209 @@
+"""``gmtheory explore``: the spec, the CLI, the numbers against independent computations,
+the paper's own problems, the cache, and one clear line for every kind of bad spec."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gmtheory import denoising as D
+from gmtheory import lda
+from gmtheory.cli import main
+from gmtheory.regimes import Options, SpecError, explore, load_spec, problem_from_dict
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "explore"
+# small numerical options: the tests exercise every code path, not paper accuracy
+SMALL = Options(starts=1, maxiter=60, mc_samples=20_000, fit_samples=1024, order=10,
+                fit_order=6, prompts=8, queries=64)
+SMALL_TOML = ("\n[options]\nstarts = 1\nmaxiter = 60\nmc_samples = 20000\nfit_samples = 1024"
+              "\norder = 10\nfit_order = 6\n")
+
+
+def _held(point):
+    return {c["name"]: c["holds"] for c in point["comparisons"]}
+
+
+def _optimal_linear_risk(prob, xi):
+    """``xi^2 tr(Sigma_X (Sigma_X + xi^2 I)^-1)`` in NumPy: the best linear map's MSE,
+    written from the normal equations, independently of gmtheory.denoising."""
+    w, m, c = (np.array(a) for a in (prob.weights, prob.means, prob.covs))
+    sx = np.einsum("k,kij->ij", w, c + np.einsum("ki,kj->kij", m, m))
+    return xi**2 * np.trace(sx @ np.linalg.inv(sx + xi**2 * np.eye(len(sx))))
+
+
+@pytest.mark.xdist_group("explore")
+def test_minimal_denoising_spec_through_the_cli(tmp_path, capsys):
+    spec = tmp_path / "minimal.toml"
+    spec.write_text((EXAMPLES / "denoising.toml").read_text() + SMALL_TOML)
+    out = tmp_path / "out"
+    rc = main(["explore", str(spec), "--out", str(out), "--results", str(tmp_path / "res"),
+               "--no-progress"])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    data = json.loads((out / "explore.json").read_text())
+    assert [p["params"] for p in data["points"]] == [{"noise": 0.4}, {"noise": 1.0}]
+    assert (out / "regimes.png").stat().st_size > 10_000
+    report = (out / "report.md").read_text()
+    assert "| noise | Bayes (MMSE)" in report and "## Comparisons" in report
+    prob = load_spec(spec)
+    for p in data["points"]:
+        held = _held(p)
+        assert p["verdict"] == "PASS", held
+        # bayes_risk and linear_risk against independent Monte Carlo (the point's own
+        # comparisons: Tweedie denoiser and |A* Z - X|^2 on fresh samples, 4 combined SE)
+        assert held["MMSE |z| (bayes_risk vs Tweedie MC)"]
+        assert held["linear_risk |z| (closed form vs MC)"]
+        ref = _optimal_linear_risk(prob, p["params"]["noise"])
+        assert abs(p["linear_risk"] - ref) <= 1e-6 * ref
+        assert p["bayes_risk"] < p["head2_risk"] + 4 * p["bayes_risk_se"]
+        assert p["head1_risk"] < p["linear_risk"]          # the regime the example shows
+    assert "noise" in text and "verdict PASS" in text
+
+
+@pytest.mark.xdist_group("explore")
+def test_classification_spec_from_the_same_mixture(tmp_path):
+    prob = load_spec(EXAMPLES / "classification.toml")
+    prob = dataclasses.replace(prob, options=SMALL)
+    res = explore(prob, vary={"separation": [1.0]}, results_dir=tmp_path, progress=False)
+    (p,) = res.points
+    held = _held(p)
+    assert p["verdict"] == "PASS", held
+    assert held["bayes_error |z| (vs counted MC)"]
+    assert held["linear_risk |z| (vs MC)"]
+    assert 0 < p["bayes_error"] <= p["linear_error"] + 4 * p["linear_error_se"]
+    assert p["setting"] == "general"
+    # the counted Monte Carlo is an independent estimate with its own SE
+    z = abs(p["bayes_error"] - p["bayes_error_mc"]) / np.hypot(p["bayes_error_se"],
+                                                               p["bayes_error_mc_se"])
+    assert z <= 4
+
+
+@pytest.mark.xdist_group("explore")
+def test_paper_problems_give_the_values_of_the_checks(tmp_path):
+    """Figure 2's mixture, C1 and C2 through explore equal the library's values that
+    checks denoising.* and lda.* test."""
+    mix, xi = D.figure2_mixture()
+    fig2 = problem_from_dict({
+        "task": "denoising", "name": "fig2",
+        "mixture": {"weights": np.asarray(mix.weights).tolist(),
+                    "means": np.asarray(mix.means).tolist(),
+                    "covs": np.asarray(mix.covs).tolist()},
+        "denoising": {"noise": float(xi)},
+        "options": {"starts": 1, "maxiter": 40, "mc_samples": 20000, "heads": [2],
+                    "order": 10, "fit_order": 6}})
+    (p,) = explore(fig2, results_dir=tmp_path, progress=False).points
+    gap, Ra, Rf, _ = D.linear_gap(mix, xi)
+    assert p["bayes_risk"] == pytest.approx(float(Rf), rel=1e-12)
+    assert p["linear_risk"] == pytest.approx(float(Ra), rel=1e-12)
+    assert p["construction"].startswith("two heads")
+    assert _held(p)["construction vs f* (max rel.)"]
+    assert p["verdict"] == "PASS", _held(p)
+    for name in ("C1", "C2"):
+        lp = lda.config(name)
+        spec = {"task": "classification", "name": name,
+                "mixture": {"weights": [float(lp.pi_pos), 1 - float(lp.pi_pos)],
+                            "means": [np.asarray(lp.m_pos).tolist(),
+                                      np.asarray(lp.m_neg).tolist()],
+                            "covs": [np.asarray(lp.cov).tolist()] * 2},
+                "classification": {"labels": [1, 0]},
+                "options": {"mc_samples": 20000, "fit_samples": 1024}}
+        (q,) = explore(spec, results_dir=tmp_path, progress=False).points
+        assert q["setting"] == "LDA (Section 3)"
+        assert q["bayes_risk"] == pytest.approx(float(lda.bayes_risk(lp)), rel=1e-12)
+        assert q["linear_risk"] == pytest.approx(float(lda.linear_attention_optimum(lp)[1]),
+                                                 rel=1e-12)
+        assert q["verdict"] == "PASS", _held(q)
+
+
+@pytest.mark.xdist_group("explore")
+def test_points_resume_from_the_cache(tmp_path, monkeypatch):
+    prob = dataclasses.replace(load_spec(EXAMPLES / "classification.toml"), options=SMALL)
+    first = explore(prob, vary={"separation": [2.0]}, results_dir=tmp_path, progress=False)
+    import gmtheory.regimes.run_point as rp
+
+    def boom(*a, **k):
+        raise AssertionError("a cached point was recomputed")
+
+    monkeypatch.setattr(rp, "compute_point", boom)
+    again = explore(prob, vary={"separation": [2.0]}, results_dir=tmp_path, progress=False)
+    assert again.points[0]["bayes_error"] == first.points[0]["bayes_error"]
+
+
+# ----------------------------------------------------------------- bad specs
+GOOD = {
+    "task": "denoising",
+    "mixture": {"weights": [0.5, 0.5], "means": [[1.0, 0.0], [-1.0, 0.0]],
+                "covs": [[[1.0, 0.0], [0.0, 1.0]], [[0.5, 0.0], [0.0, 0.5]]]},
+    "denoising": {"noise": 0.5},
+}
+
+
+def _with(path, value):
+    spec = json.loads(json.dumps(GOOD))
+    *head, last = path
+    node = spec
+    for k in head:
+        node = node.setdefault(k, {})
+    if value is _DROP:
+        node.pop(last)
+    else:
+        node[last] = value
+    return spec
+
+
+_DROP = object()
+
+BAD = [
+    (("mixture", "weights"), [0.5, 0.4], "mixture.weights: must sum to 1"),
+    (("mixture", "covs"), [[[1.0, 2.0], [2.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]],
+     "mixture.covs[0]: must be positive semi-definite"),
+    (("mixture", "means"), [[1.0, 0.0, 0.0], [-1.0, 0.0, 0.0]],
+     "mixture.covs[0]: expected a 3 x 3 matrix (d = 3 from mixture.means)"),
+    (("mixture", "means"), [[1.0, 0.0], [-1.0]], "mixture.means[1]: has 1 entries"),
+    (("mixture", "colour"), 1, "mixture.colour: unknown key"),
+    (("options", "stepz"), 1, "options.stepz: unknown key"),
+    (("task",), "regression", "task: unknown task 'regression'"),
+    (("vary", "noise"), [], "vary.noise: empty axis"),
+    (("vary", "noise"), ["a", 1.0], "vary.noise[0]: expected a number, got 'a'"),
+    (("vary", "noise"), {"start": 0.1, "stop": 1.0}, "vary.noise.num: missing"),
+    (("vary", "temperature"), [1.0], "vary.temperature: unknown axis"),
+    (("denoising", "noise"), -1.0, "denoising.noise: must be > 0"),
+]
+
+
+@pytest.mark.parametrize("path,value,message", BAD, ids=[m.split(":")[0] + str(i)
+                                                         for i, (_, _, m) in enumerate(BAD)])
+def test_bad_spec_names_the_field(path, value, message):
+    with pytest.raises(SpecError) as exc:
+        problem_from_dict(_with(path, value))
+    assert message in str(exc.value)
+
+
+def test_bad_labels_name_the_field():
+    spec = _with(("task",), "classification")
+    spec.pop("denoising")
+    spec["classification"] = {"labels": [0, 1, 1]}
+    with pytest.raises(SpecError, match=r"classification.labels: needs one label per "
+                                        r"component \(2\), got 3"):
+        problem_from_dict(spec)
+    spec["classification"] = {"labels": [1, 1]}
+    with pytest.raises(SpecError, match="classification.labels: need at least two classes"):
+        problem_from_dict(spec)
+
+
+def test_the_cli_prints_one_line_and_no_traceback(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('task = "denoising"\n[mixture]\nweights = [0.6, 0.6]\n'
+                   "means = [[0.0], [1.0]]\ncovs = [1.0, 1.0]\n[denoising]\nnoise = 1.0\n")
+    assert main(["explore", str(bad), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err
+    assert "mixture.weights: must sum to 1" in err and "divide them by their sum" in err
+    assert not (tmp_path / "o").exists()
+    bad.write_text("task = \n")
+    assert main(["explore", str(bad)]) == 2
+    assert "not valid TOML" in capsys.readouterr().err
