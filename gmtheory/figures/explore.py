@@ -62,13 +62,16 @@ def draw_regimes(res, path):
             fig.colorbar(im, ax=ax, label="share of the linear→Bayes gap closed by one head")
             ax.set_title(f"{prob.name}: where one softmax head is needed and enough")
         else:
-            fig, ax = plt.subplots(figsize=(6.4, 4.4))
+            fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
             keys = {k for k, _ in columns(res)}
             if axes:
                 a = axes[0]
                 x = np.array([p["params"][a] for p in res.points], float)
             else:
                 a, x = None, np.zeros(1)
+            base = "bayes_risk" if task == "denoising" else "bayes_error"
+            b = np.array([p[base] for p in res.points], float)
+            b_se = np.array([p.get(f"{base}_se", 0.0) or 0.0 for p in res.points], float)
             for k, label, col, mk in SERIES[task]:
                 if k not in keys:
                     continue
@@ -76,17 +79,27 @@ def draw_regimes(res, path):
                 se = np.array([p.get(f"{k}_se", 0.0) or 0.0 for p in res.points], float)
                 ax.errorbar(x, y, yerr=2 * se, color=col, marker=mk, ms=5, capsize=3,
                             lw=1.5, label=label)
-            if a is None:
-                ax.set_xticks([])
-            else:
-                ax.set_xlabel(a)
-                if a == "L":
-                    ax.set_xscale("log")
+                if k != base:
+                    gap = y - b
+                    gse = np.hypot(se, b_se) if k.startswith("prompt") else se
+                    bx.errorbar(x, gap, yerr=2 * gse, color=col, marker=mk, ms=5, capsize=3,
+                                lw=1.5, label=label)
+            bx.axhline(0.0, color="k", lw=0.8)
+            for axx in (ax, bx):
+                if a is None:
+                    axx.set_xticks([])
+                else:
+                    axx.set_xlabel(a)
+                    if a == "L":
+                        axx.set_xscale("log")
             ax.set_ylabel(ylabel)
-            ax.set_title(f"{prob.name}: {task}, d = {prob.dim}, K = {prob.n_components}")
+            bx.set_ylabel("excess over Bayes (" + ("risk" if task == "denoising" else "error")
+                          + " − Bayes)")
+            ax.set_title(f"(a) {prob.name}: {task}, d = {prob.dim}, K = {prob.n_components}")
+            bx.set_title("(b) what each predictor leaves on the table")
             ax.legend(fontsize=8, loc="best")
-            ax.text(0.99, 0.01, "bars: ±2 SE (Monte Carlo)", transform=ax.transAxes,
-                    ha="right", va="bottom", fontsize=7, color="0.4")
+            bx.text(0.99, 0.99, "bars: ±2 SE (Monte Carlo; quadrature has none)",
+                    transform=bx.transAxes, ha="right", va="top", fontsize=7, color="0.4")
         fig.savefig(path, dpi=130, bbox_inches="tight")
         plt.close(fig)
     return path

@@ -58,6 +58,16 @@ def mc_mean_se(values):
     return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size))
 
 
+def binomial_mean_se(hits):
+    """Mean of 0/1 outcomes with the Agresti–Coull standard error
+    ``sqrt(p~ (1 - p~) / (n + 4))``, ``p~ = (k + 2) / (n + 4)``: unlike ``sqrt(p (1 - p) / n)``
+    it is not 0 when no (or every) outcome is a hit, so rare errors keep an honest SE."""
+    v = np.asarray(hits, dtype=float)
+    n, k = v.size, float(v.sum())
+    pt = (k + 2.0) / (n + 4.0)
+    return k / n, float(np.sqrt(pt * (1.0 - pt) / (n + 4.0)))
+
+
 def combined_z(a, se_a, b, se_b):
     """``|a - b| / sqrt(se_a^2 + se_b^2)`` (inf when both SEs are 0 and a != b)."""
     se = float(np.hypot(se_a, se_b))

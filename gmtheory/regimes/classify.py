@@ -34,7 +34,7 @@ from ..mixture import GaussianMixture
 from ..operators import softmax_attention, softmax_attention_limit
 from ..training import minimize_lbfgs
 from ..verify import agreement, upper_bound
-from ._nodes import combined_z, mc_mean_se, nodes, weighted_mean_se
+from ._nodes import binomial_mean_se, combined_z, mc_mean_se, nodes, weighted_mean_se
 
 Z_SE = 4.0
 
@@ -157,13 +157,13 @@ def classification_point(prob, key) -> tuple[dict, list]:
                     for c in range(C)], 1)
     cls_mc = jnp.asarray(lab)[comp_mc]
     wrong = (jnp.argmax(lc, -1) != cls_mc).astype(float)
-    out["bayes_error_mc"], out["bayes_error_mc_se"] = mc_mean_se(wrong)
+    out["bayes_error_mc"], out["bayes_error_mc_se"] = binomial_mean_se(wrong)
     cmp.append(agreement(
         combined_z(out["bayes_error"], out["bayes_error_se"], out["bayes_error_mc"],
                    out["bayes_error_mc_se"]), Z_SE,
         "bayes_error against the counted mistakes of the Bayes rule on fresh labelled "
-        "samples (posteriors from GaussianMixture.component_log_prob): within 4 combined "
-        "standard errors", name="bayes_error |z| (vs counted MC)"))
+        "samples (posteriors from GaussianMixture.component_log_prob; Agresti-Coull SE of "
+        "the count): within 4 combined standard errors", name="bayes_error |z| (vs counted MC)"))
 
     # ---- linear attention
     fit = nodes(mix, k_fit, n_samples=opts.fit_samples, order=opts.fit_order,
@@ -181,7 +181,7 @@ def classification_point(prob, key) -> tuple[dict, list]:
         W = res.x
         out["linear_risk"], out["linear_risk_se"] = weighted_mean_se(
             _loss(ev.x @ W.T, y_ev), ev)
-        out["linear_error"], out["linear_error_se"] = mc_mean_se(_wrong(x_mc @ W.T, y_mc))
+        out["linear_error"], out["linear_error_se"] = binomial_mean_se(_wrong(x_mc @ W.T, y_mc))
     out["linear_W"] = np.asarray(W)
     lin_mc, lin_mc_se = mc_mean_se(_loss(x_mc @ W.T, y_mc))
     cmp.append(agreement(
@@ -206,7 +206,7 @@ def classification_point(prob, key) -> tuple[dict, list]:
             "(1-D GH of the Bayes score): quadrature converged to ~1e-12",
             name="softmax head at Lemma B.3 vs R* (rel.)"))
         g = lda.predictor(lp, th, x_mc)[:, None]
-        out["softmax_error"], out["softmax_error_se"] = mc_mean_se(_wrong(g, y_mc))
+        out["softmax_error"], out["softmax_error_se"] = binomial_mean_se(_wrong(g, y_mc))
         out["softmax_starts"] = np.array([r])
         theta = None
     else:
@@ -228,7 +228,7 @@ def classification_point(prob, key) -> tuple[dict, list]:
         theta = res.x
         out["softmax_risk"], out["softmax_risk_se"] = weighted_mean_se(
             _loss(_head(aug, theta, ev.x), y_ev), ev)
-        out["softmax_error"], out["softmax_error_se"] = mc_mean_se(
+        out["softmax_error"], out["softmax_error_se"] = binomial_mean_se(
             _wrong(_head(aug, theta, x_mc), y_mc))
         out["softmax_starts"] = np.asarray(res.funs)
         out["softmax_method"] = f"best of {len(starts)} L-BFGS starts on {fit.method}"

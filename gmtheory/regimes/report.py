@@ -58,8 +58,11 @@ def report_markdown(res, *, figure: str | None = None) -> str:
     if prob.task == "denoising":
         lines += ["Gap recovered by the heads, 1 - excess / (linear_risk - bayes_risk):", ""]
         for p in res.points:
-            rec = ", ".join(f"{M} head(s) {fmt(p.get(f'head{M}_gap_recovered'))}"
-                            for M in prob.options.heads)
+            rec = ", ".join(
+                f"{M} head(s) {fmt(p.get(f'head{M}_gap_recovered'))} (search objective over "
+                f"{len(p[f'head{M}_starts'])} starts: {fmt(min(p[f'head{M}_starts']))} to "
+                f"{fmt(max(p[f'head{M}_starts']))})"
+                for M in prob.options.heads)
             extra = (f"; construction: {p['construction']}, excess {fmt(p['construction_excess'])}"
                      if "construction" in p else "")
             lines.append(f"* {_where(p, axes)}: {rec}{extra}")
