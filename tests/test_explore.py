@@ -207,3 +207,49 @@ def test_the_cli_prints_one_line_and_no_traceback(tmp_path, capsys):
     bad.write_text("task = \n")
     assert main(["explore", str(bad)]) == 2
     assert "not valid TOML" in capsys.readouterr().err
+
+
+@pytest.mark.xdist_group("explore")
+def test_monte_carlo_path_prompt_lengths_and_a_trained_head(tmp_path):
+    """d = 4 (> gh_max_dim: Monte Carlo with SE), unequal covariances, a sweep of L with
+    the limit-optimal head on finite prompts, a head trained on them, and the 1/L slope."""
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(2, 4, 4))
+    spec = {"task": "denoising", "name": "mc-d4",
+            "mixture": {"weights": [0.4, 0.6], "means": rng.normal(size=(2, 4)).tolist(),
+                        "covs": (A @ A.transpose(0, 2, 1) / 4 + 0.2 * np.eye(4)).tolist()},
+            "denoising": {"noise": 0.8}, "vary": {"L": [64, 256, 1024]},
+            "options": {"starts": 1, "maxiter": 40, "mc_samples": 20000, "fit_samples": 512,
+                        "heads": [1], "prompts": 16, "queries": 32, "train_steps": 20}}
+    res = explore(spec, results_dir=tmp_path, progress=False)
+    assert [p["params"]["L"] for p in res.points] == [64, 256, 1024]
+    for p in res.points:
+        assert p["eval_method"].startswith("Monte Carlo") and p["bayes_risk_se"] > 0
+        assert p["verdict"] == "PASS", _held(p)
+        assert np.isfinite(p["trained_risk"]) and p["trained_risk_se"] > 0
+    assert len({p["head1_risk"] for p in res.points}) == 1   # one limit head for every L
+    (rate,) = res.sweep_comparisons   # this head's gates are sharp: ESS << 20 at every L
+    assert rate["verdict"] == "not applicable" and "effective sample size" in rate["why"]
+    res.write(tmp_path / "out")
+    assert "trained on L-token prompts" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_the_prompt_length_rate_comparison():
+    """The sweep's 1/L comparison: PASS on 1/L data, FAIL on L^-1/2 data, not applicable
+    below the effective sample size of the delta method."""
+    from gmtheory.regimes import ESS_ASYMPTOTIC, _sweep_comparisons
+    from gmtheory.verify import Outcome
+
+    prob = dataclasses.replace(problem_from_dict(GOOD), vary={"L": (64, 256, 1024, 4096)})
+    rng = np.random.default_rng(1)
+    Ls = np.array([64, 256, 1024, 4096])
+
+    def recs(power, ess):
+        dev = Ls ** power * np.exp(rng.normal(0, 0.02, Ls.size))
+        return [{"L": int(L), "prompt_dev": float(v), "prompt_ess_p10": ess}
+                for L, v in zip(Ls, dev, strict=True)]
+
+    assert _sweep_comparisons(prob, recs(-1.0, 100.0), Outcome)[0]["verdict"] == "PASS"
+    assert _sweep_comparisons(prob, recs(-0.5, 100.0), Outcome)[0]["verdict"] == "FAIL"
+    low = _sweep_comparisons(prob, recs(-1.0, ESS_ASYMPTOTIC / 2), Outcome)[0]
+    assert low["verdict"] == "not applicable"

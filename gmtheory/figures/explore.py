@@ -14,11 +14,12 @@ SERIES = {
                   ("head1_risk", "1 softmax head", "C1", "^"),
                   ("head2_risk", "2 softmax heads", "C2", "v"),
                   ("head3_risk", "3 softmax heads", "C3", "D"),
-                  ("prompt_risk", "1 head on an L-token prompt", "C4", "x")],
+                  ("prompt_risk", "1 head on an L-token prompt", "C6", "x"),
+                  ("trained_risk", "1 head trained on L-token prompts", "C5", "P")],
     "classification": [("bayes_error", "Bayes", "k", "o"),
                        ("linear_error", "linear attention", "C0", "s"),
                        ("softmax_error", "softmax head", "C1", "^"),
-                       ("prompt_error", "head on an L-token prompt", "C4", "x")],
+                       ("prompt_error", "head on an L-token prompt", "C6", "x")],
 }
 
 
@@ -81,9 +82,15 @@ def draw_regimes(res, path):
                             lw=1.5, label=label)
                 if k != base:
                     gap = y - b
-                    gse = np.hypot(se, b_se) if k.startswith("prompt") else se
+                    gse = np.hypot(se, b_se) if k.startswith(("prompt", "trained")) else se
                     bx.errorbar(x, gap, yerr=2 * gse, color=col, marker=mk, ms=5, capsize=3,
                                 lw=1.5, label=label)
+            gaps = np.concatenate([ln.get_ydata() for ln in bx.get_lines()] or [np.zeros(1)])
+            gaps = gaps[np.isfinite(gaps)]
+            if gaps.size and gaps.max() > 0 and gaps.max() > 100 * max(gaps.min(), 0) :
+                # excesses spanning decades (finite prompts against the limit): log scale,
+                # linear below 1e-3 of the largest so that zero excesses stay on the plot
+                bx.set_yscale("symlog", linthresh=1e-3 * gaps.max())
             bx.axhline(0.0, color="k", lw=0.8)
             for axx in (ax, bx):
                 if a is None:

@@ -120,6 +120,26 @@ def _lda_error(p: lda.LDAProblem, w, b):
 
 def classification_point(prob, key) -> tuple[dict, list]:
     """Every quantity of one classification point; returns ``(values, comparisons)``."""
+    out, cmp = classification_limit(prob, key)
+    if prob.L is not None:
+        out = {**out, **classification_prompt(prob, out, jax.random.fold_in(key, prob.L))}
+    return out, cmp
+
+
+def classification_prompt(prob, limit: dict, key) -> dict:
+    """The limit-optimal head of :func:`classification_limit` on prompts of ``prob.L``
+    labelled tokens (not in the LDA setting, whose head is Lemma B.3's construction)."""
+    if "softmax_U" not in limit:
+        return {"L": prob.L}
+    mix = prob.mixture()
+    Y = jnp.asarray(_label_vectors(prob.labels, prob.n_classes))
+    theta = {"U": jnp.asarray(limit["softmax_U"]), "V": jnp.asarray(limit["softmax_V"])}
+    return _finite_prompt(mix, _augmented(mix, np.asarray(Y)), Y, theta, prob.L, key,
+                          prob.options)
+
+
+def classification_limit(prob, key) -> tuple[dict, list]:
+    """The infinite-prompt quantities of one point (independent of ``prob.L``)."""
     opts = prob.options
     mix = prob.mixture()
     C = prob.n_classes
@@ -127,7 +147,7 @@ def classification_point(prob, key) -> tuple[dict, list]:
     Y = _label_vectors(prob.labels, C)
     Yc = jnp.asarray(Y)
     aug = _augmented(mix, Y)
-    k_eval, k_fit, k_mc, k_search, k_prompt = jax.random.split(key, 5)
+    k_eval, k_fit, k_mc, k_search = jax.random.split(key, 4)
     out: dict = {"d": d, "components": mix.n_components, "classes": C}
     cmp = []
     ev = nodes(mix, k_eval, n_samples=opts.mc_samples, order=opts.order,
@@ -243,8 +263,6 @@ def classification_point(prob, key) -> tuple[dict, list]:
     out["eval_method"] = ev.method
     out["fit_method"] = fit.method
 
-    if prob.L is not None and theta is not None:
-        out.update(_finite_prompt(mix, aug, Yc, theta, prob.L, k_prompt, opts))
     return out, cmp
 
 

@@ -24,10 +24,16 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from .. import denoising as D
-from ..operators import finite_prompt_variance, softmax_attention, softmax_attention_limit
-from ..training import minimize_lbfgs
+from ..operators import (
+    effective_sample_size,
+    finite_prompt_variance,
+    softmax_attention,
+    softmax_attention_limit,
+)
+from ..training import minimize_lbfgs, train
 from ..verify import agreement, upper_bound
 from ._nodes import combined_z, mc_mean_se, nodes, weighted_mean_se
 
@@ -95,12 +101,20 @@ def _search(mix, xi, M, fit, key, opts, init_heads):
 
 def denoising_point(prob, key) -> tuple[dict, list]:
     """Every quantity of one denoising point; returns ``(values, comparisons)``."""
+    out, cmp = denoising_limit(prob, key)
+    if prob.L is not None:
+        out = {**out, **denoising_prompt(prob, out, jax.random.fold_in(key, prob.L))}
+    return out, cmp
+
+
+def denoising_limit(prob, key) -> tuple[dict, list]:
+    """The infinite-prompt quantities of one point (independent of ``prob.L``)."""
     opts = prob.options
     mix = prob.mixture()
     xi = float(prob.noise)
     mz = D.noisy_mixture(mix, xi)
     d = mix.dim
-    k_eval, k_fit, k_mc, k_search, k_prompt = jax.random.split(key, 5)
+    k_eval, k_fit, k_mc, k_search = jax.random.split(key, 4)
     out: dict = {"d": d, "components": mix.n_components, "noise": xi}
     cmp = []
 
@@ -209,40 +223,95 @@ def denoising_point(prob, key) -> tuple[dict, list]:
     out["fit_method"] = fit.method
     out["eval_method"] = ev.method
 
-    # ---- finite prompt at the limit optimum of one head
-    if prob.L is not None:
-        M = min(opts.heads)
-        theta = {"U": jnp.asarray(out[f"head{M}_U"]), "V": jnp.asarray(out[f"head{M}_V"])}
-        out.update(_finite_prompt(mix, xi, theta, prob.L, k_prompt, opts, cmp))
     return out, cmp
 
 
-def _finite_prompt(mix, xi, theta, L, key, opts, cmp):
-    """Risk of the heads on prompts of ``L`` tokens from ``mu_Z`` (SE over prompts), and
-    ``L E|T_L - T|^2`` against the delta-method variance (operators.finite_prompt_variance)."""
+def denoising_prompt(prob, limit: dict, key) -> dict:
+    """Prompts of ``prob.L`` tokens: the limit-optimal head of :func:`denoising_limit`'s
+    values on them, and heads trained on them by the training engine."""
+    opts = prob.options
+    mix, xi = prob.mixture(), float(prob.noise)
+    M = min(opts.heads)
+    theta = {"U": jnp.asarray(limit[f"head{M}_U"]), "V": jnp.asarray(limit[f"head{M}_V"])}
+    k_eval_p, k_train = jax.random.split(key)
+    out = _finite_prompt(mix, xi, theta, prob.L, k_eval_p, opts)
+    if opts.train_steps > 0:
+        trained = _train_prompt_head(mix, xi, theta, prob.L, k_train, opts)
+        per_seed = [_finite_prompt(mix, xi, jax.tree.map(lambda a, s=s: a[s], trained),
+                                   prob.L, k_eval_p, opts, prefix="trained")
+                    for s in range(opts.train_seeds)]
+        vals = np.array([p["trained_risk"] for p in per_seed])
+        out["trained_risk"] = float(vals.mean())
+        # spread over seeds and prompts: the seeds' SEs (prompts) and their spread
+        out["trained_risk_se"] = float(np.sqrt(
+            np.mean([p["trained_risk_se"] ** 2 for p in per_seed]) / len(vals)
+            + (vals.var(ddof=1) / len(vals) if len(vals) > 1 else 0.0)))
+        out["trained_steps"] = opts.train_steps
+    return out
+
+
+def _prompt_batch(mix, xi, key, P, L, Q):
+    """``P`` prompts of ``L`` tokens from ``mu_Z`` and ``Q`` pairs ``(x, z)`` per prompt."""
     mz = D.noisy_mixture(mix, xi)
-    P, Q = opts.prompts, opts.queries
-    risks, devs, preds = [], [], []
-    for p in range(P):
-        kp = jax.random.fold_in(key, p)
-        kt, kx, ke = jax.random.split(kp, 3)
-        toks, _ = mz.sample(kt, L)
-        x, _ = mix.sample(kx, Q)
-        z = x + xi * jax.random.normal(ke, x.shape, dtype=x.dtype)
-        tl = sum(softmax_attention(toks, theta["U"][h], theta["V"][h], z)
-                 for h in range(theta["U"].shape[0]))
-        ti = _heads_out(mz, theta, z)
-        risks.append(float(jnp.mean(jnp.sum((tl - x) ** 2, -1))))
-        devs.append(float(jnp.mean(jnp.sum((tl - ti) ** 2, -1))))
-        if theta["U"].shape[0] == 1:
-            preds.append(float(jnp.mean(jnp.sum(
-                finite_prompt_variance(mz, theta["U"][0], theta["V"][0], z), -1))) / L)
+    kt, kx, ke = jax.random.split(key, 3)
+    toks = mz.sample(kt, P * L)[0].reshape(P, L, -1)
+    x = mix.sample(kx, P * Q)[0].reshape(P, Q, -1)
+    z = x + xi * jax.random.normal(ke, x.shape, dtype=x.dtype)
+    return toks, x, z
+
+
+def _prompt_heads(theta, toks, z):
+    return sum(softmax_attention(toks, theta["U"][h], theta["V"][h], z)
+               for h in range(theta["U"].shape[0]))
+
+
+def _train_loss(theta, data, key):
+    """Finite-prompt training loss: mean |head(prompt)(z) - x|^2 over fresh prompts
+    (``data = (mixture, xi, shape)``; the prompt length and batch sizes are read off the
+    static shape of ``shape`` so that one compiled program serves every point of an L)."""
+    mix, xi, shape = data
+    P, L, Q = shape.shape
+    toks, x, z = _prompt_batch(mix, xi, key, P, L, Q)
+    return jnp.mean(jnp.sum((_prompt_heads(theta, toks, z) - x) ** 2, -1))
+
+
+_TRAIN_OPT = optax.adam(3e-3)
+
+
+def _train_prompt_head(mix, xi, theta0, L, key, opts):
+    """A head trained on prompts of ``L`` tokens by the training engine, from the limit
+    optimum, ``opts.train_seeds`` seeds (batched): returns the trained parameters."""
+    S = opts.train_seeds
+    keys = jax.random.split(key, S)
+    params = jax.tree.map(lambda a: jnp.broadcast_to(a, (S,) + a.shape), theta0)
+    shape = jnp.zeros((opts.train_prompts, L, opts.train_queries))
+    res = train(_train_loss, params, _TRAIN_OPT, steps=opts.train_steps, key=keys,
+                data=(mix, jnp.asarray(xi), shape), batched=True, progress=False,
+                desc=f"head on L = {L} prompts", tag=["explore-denoise", L])
+    return res.params
+
+
+def _finite_prompt(mix, xi, theta, L, key, opts, prefix="prompt"):
+    """Risk of the heads on prompts of ``L`` tokens from ``mu_Z`` (SE over prompts), and
+    ``E|T_L - T|^2`` with its delta-method prediction (operators.finite_prompt_variance)."""
+    mz = D.noisy_mixture(mix, xi)
+    toks, x, z = _prompt_batch(mix, xi, key, opts.prompts, L, opts.queries)
+    tl = _prompt_heads(theta, toks, z)
+    risks = jnp.mean(jnp.sum((tl - x) ** 2, -1), -1)                      # per prompt
     r, r_se = mc_mean_se(risks)
-    dv, dv_se = mc_mean_se(devs)
-    res = {"L": L, "prompt_risk": r, "prompt_risk_se": r_se, "prompt_dev": dv,
-           "prompt_dev_se": dv_se}
-    if preds:
-        pred = float(np.mean(preds))
+    res = {f"{prefix}_risk": r, f"{prefix}_risk_se": r_se}
+    if prefix != "prompt":
+        return res
+    zf = z.reshape(-1, z.shape[-1])
+    ti = _heads_out(mz, theta, zf).reshape(tl.shape)
+    dv, dv_se = mc_mean_se(jnp.mean(jnp.sum((tl - ti) ** 2, -1), -1))
+    res.update({"L": L, "prompt_dev": dv, "prompt_dev_se": dv_se})
+    if theta["U"].shape[0] == 1:
+        pred = float(jnp.mean(jnp.sum(
+            finite_prompt_variance(mz, theta["U"][0], theta["V"][0], zf), -1))) / L
         res["prompt_dev_pred"] = pred
         res["prompt_dev_ratio"] = dv / pred
+        # the 1/L law is asymptotic in the effective sample size of the prompt's weights
+        ess = effective_sample_size(mz, theta["U"][0], zf, L)
+        res["prompt_ess_p10"] = float(jnp.percentile(ess, 10))
     return res

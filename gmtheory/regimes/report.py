@@ -7,7 +7,8 @@ import math
 COLUMNS = {
     "denoising": [("bayes_risk", "Bayes (MMSE)"), ("linear_risk", "linear attention"),
                   ("head1_risk", "1 softmax head"), ("head2_risk", "2 heads"),
-                  ("head3_risk", "3 heads"), ("prompt_risk", "1 head, L-token prompt")],
+                  ("head3_risk", "3 heads"), ("prompt_risk", "1 head, L-token prompt"),
+                  ("trained_risk", "head trained on L-token prompts")],
     "classification": [("bayes_error", "Bayes error"), ("linear_error", "linear attention"),
                        ("softmax_error", "softmax head"), ("prompt_error", "head, L-token prompt"),
                        ("bayes_risk", "Bayes risk"), ("linear_risk", "linear risk"),
@@ -85,6 +86,9 @@ def report_markdown(res, *, figure: str | None = None) -> str:
                          f"({c['kind']}, {mark}) — {c['why']}")
         lines.append("")
     for c in res.sweep_comparisons:
+        if c["holds"] is None:
+            lines.append(f"* sweep: {c['name']}: {c['verdict']} — {c['why']}")
+            continue
         lines.append(f"* sweep: {c['name']}: {c['measured']:.3g} <= {c['threshold']:.3g} "
                      f"({c['verdict']}; slope {c['slope']:.3f} ± {c['slope_se']:.2g}) — "
                      f"{c['why']}")

@@ -68,9 +68,13 @@ class Options:
     prompts: int = 64          #: prompts per L (finite-prompt evaluation)
     queries: int = 256         #: queries per prompt (finite-prompt evaluation)
     maxiter: int = 300         #: L-BFGS iterations per start
+    train_steps: int = 200     #: Adam steps of the head trained on L-token prompts (0: none)
+    train_seeds: int = 2       #: independently trained heads per L
+    train_prompts: int = 8     #: prompts per training step
+    train_queries: int = 32    #: queries per prompt and training step
 
     _POSITIVE = ("starts", "mc_samples", "fit_samples", "order", "fit_order", "gh_max_dim",
-                 "prompts",
+                 "prompts", "train_seeds", "train_prompts", "train_queries",
                  "queries", "maxiter")
 
 
