@@ -13,10 +13,13 @@ error, or a bound proven by the theory):
 The verdict follows from the comparisons and from nothing else (there is no override):
 
 * **PASS** — every comparison holds;
-* **FINDING** — every comparison holds except some that test the *reference's claim*
-  (declared with ``finding="why it may not reproduce"`` before running): the independent
-  computations agree, but the paper's expectation is not what was measured.  The report
-  prints the expectation, the measurement and the reason;
+* **FINDING** — every comparison holds except some that test *a claim printed in a paper*
+  (declared with ``finding="<the claim, quoted, and where it is printed>"`` before
+  running): our computations agree, but the paper's printed claim is not what was
+  measured.  ``finding=`` is never put on a comparison between two of our computations
+  (that disagreement is a FAIL), nor on an expectation of our own protocol; the checks
+  expected to return FINDING are pinned in ``tests/expected_findings.json``.  The report
+  prints the expectation, the measurement and the claim;
 * **FAIL** — a comparison without ``finding=`` does not hold (or the check raised).
 
 ``gmtheory verify`` exits 0 on PASS and FINDING, 1 on FAIL.
@@ -52,7 +55,7 @@ class Comparison:
     threshold: float
     why: str
     name: str = ""
-    finding: str | None = None  # reason; a failure is then a FINDING, not a FAIL
+    finding: str | None = None  # the printed paper claim; a failure is then a FINDING
 
     def __post_init__(self):
         if self.kind not in KINDS:
