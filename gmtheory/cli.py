@@ -35,7 +35,7 @@ def cmd_verify(args) -> int:
     from .verify import format_table, run_checks, select_checks, write_json
 
     results = run_checks(select_checks(args.only), progress=not args.no_progress)
-    print(format_table(results))
+    print(format_table(results, verbose=args.verbose))
     for r in results:
         if r.error:
             print(f"\n[{r.id}] raised:\n{r.error}", file=sys.stderr)
@@ -385,6 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--only", metavar="PATTERN",
                     help="comma-separated substrings or globs of check ids")
     sp.add_argument("--json", metavar="PATH", help="also write results as JSON")
+    sp.add_argument("--verbose", "-v", action="store_true",
+                    help="print every comparison of every check under its row")
     common(sp)
     sp.set_defaults(func=cmd_verify)
 

@@ -171,6 +171,43 @@ def test_verdicts_follow_the_comparisons():
     assert not hasattr(Outcome(agreement(0, 1, "x")), "passed")
 
 
+def test_the_row_shows_the_comparison_that_failed():
+    from gmtheory.verify import Check, format_table
+    from gmtheory.verify._registry import _result
+
+    check = Check("x.01", "claim", "docs/x.md", lambda: None)
+    ok = agreement(0, 1e-12, "exact", name="holds")
+    bad = upper_bound(2.0, 1.0, "bound", name="breaks")
+    paper = agreement(0.4, 0.1, "slope", name="paper", finding="'printed claim' (Sec. 1)")
+    for o, verdict, shown in ((Outcome(ok, bad), "FAIL", "breaks"),
+                              (Outcome(ok, paper), "FINDING", "paper"),
+                              (Outcome(ok, paper, bad), "FAIL", "breaks"),
+                              (Outcome(ok, ok), "PASS", "holds")):
+        r = _result(check, o, 0.1)
+        assert (r.verdict, r.headline_name) == (verdict, shown)
+        assert r.comparisons[r.headline]["name"] == shown
+        row = format_table([r]).splitlines()[1]
+        assert row.endswith(shown) and f"{r.measured:.3g}" in row
+        verbose = format_table([r], verbose=True)
+        assert all(c["expectation"] in verbose for c in r.comparisons)
+
+
+def test_weighted_loglog_fit_uses_the_point_errors():
+    x = np.array([1.0, 10, 100, 1000])
+    y = 3 * x**-0.5
+    fit = stats.fit_loglog_weighted(x, y, 0.01 * y)
+    assert abs(fit.slope + 0.5) < 1e-12
+    # with equal relative errors s the slope's SE is s / sqrt(Sxx) in log x
+    lx = np.log(x)
+    assert abs(fit.stderr - 0.01 / np.sqrt(np.sum((lx - lx.mean()) ** 2))) < 1e-12
+    # a point with a huge error barely moves the slope
+    y2 = y.copy()
+    y2[-1] *= 5
+    se = 0.01 * y2
+    se[-1] = 1e6
+    assert abs(stats.fit_loglog_weighted(x, y2, se).slope + 0.5) < 1e-6
+
+
 def test_every_check_declares_kinds():
     from gmtheory.verify import KINDS, all_checks
 
