@@ -274,6 +274,56 @@ def test_changed_code_recomputes_and_reuse_stale_warns(tmp_path, monkeypatch):
         np.testing.assert_array_equal(a1[k], a3[k])
 
 
+def test_jaxlib_xla_flags_and_data_are_in_the_cache_key(tmp_path, monkeypatch):
+    """A result computed under another jaxlib, other XLA_FLAGS or other data files is a
+    cache miss: they change the numbers, so they are part of the key (issue 26)."""
+    import jaxlib
+
+    import gmtheory.simulations as sims
+    from gmtheory import tasks
+    from gmtheory.simulations import get_simulation, run_simulation
+
+    sim = get_simulation("gated-experts")
+    calls, data = [], {"v": 1}
+
+    @functools.wraps(sim.run_point)
+    def counted(*a):
+        calls.append(1)
+        return sim.run_point(*a)
+
+    monkeypatch.setitem(sims.SIMULATIONS, sim.name, dataclasses.replace(
+        sim, run_point=counted, data=lambda cfg: dict(data)))
+    res = tmp_path / "res"
+
+    def run():
+        return run_simulation(sim.name, overrides={"grid": 9}, results_dir=res,
+                              progress=False)
+
+    _, m0, stem0 = run()
+    run()
+    assert len(calls) == 1                                   # a hit
+    assert m0["environment"] == cache.environment_identity()
+    monkeypatch.setenv("XLA_FLAGS", (cache.os.environ.get("XLA_FLAGS", "")
+                                     + " --xla_cpu_enable_fast_math=false").strip())
+    _, m1, stem1 = run()
+    assert len(calls) == 2 and stem1 != stem0                # other flags: a miss
+    monkeypatch.setattr(jaxlib.version, "__version__", "0.0.0+other")
+    _, m2, stem2 = run()
+    assert len(calls) == 3 and stem2 not in (stem0, stem1)   # other jaxlib: a miss
+    assert m2["environment"]["jaxlib"] == "0.0.0+other"
+    data["v"] = 2
+    run()
+    assert len(calls) == 4                                   # other data: a miss
+    # gma-lm declares its corpus (the interpreter's stdlib files) as its data
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "a.py").write_text("x = 1\n")
+    ident = tasks.stdlib_corpus_identity(root)
+    (root / "a.py").write_text("x = 2\n")
+    assert tasks.stdlib_corpus_identity(root) != ident
+    assert get_simulation("gma-lm").data is not None
+
+
 def test_cli_figures_reuse_stale(tmp_path, monkeypatch, capsys):
     from gmtheory.cli import main
 
