@@ -40,7 +40,8 @@ from tqdm.auto import tqdm
 
 __all__ = ["Check", "Outcome", "Comparison", "CheckResult", "register_check", "CHECKS",
            "all_checks", "summary_line", "run_checks", "select_checks", "format_table",
-           "agreement", "upper_bound", "lower_bound", "count", "KINDS", "rel_error"]
+           "agreement", "upper_bound", "lower_bound", "count", "KINDS", "rel_error",
+           "write_json", "read_json"]
 
 KINDS = ("agreement", "upper_bound", "lower_bound", "count")
 
@@ -356,3 +357,13 @@ def write_json(results: list[CheckResult], path: str | Path) -> None:
     payload = {"provenance": provenance(),
                "checks": [{**asdict(r), "passed": r.passed} for r in results]}
     atomic_write_bytes(Path(path), json.dumps(payload, indent=2, default=str).encode())
+
+
+def read_json(path: str | Path) -> list[CheckResult]:
+    """The results that :func:`write_json` wrote (fields it does not know are ignored, fields
+    an older file lacks take their defaults)."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(CheckResult)}
+    rows = json.loads(Path(path).read_text())["checks"]
+    return [CheckResult(**{k: v for k, v in r.items() if k in names}) for r in rows]
