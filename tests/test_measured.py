@@ -67,3 +67,12 @@ def test_report_page_lists_every_comparison(tmp_path):
     assert "why-a" in page and "why-b" in page and "**upper_bound: breaks <= 1" in page
     assert "[y](topics/x.md#y)" in page and "| FAIL |" in page
     assert json.loads((tmp_path / "checks.json").read_text())["checks"][0]["headline"] == 1
+
+
+def test_report_page_is_current():
+    """docs/report.md is rendered from the committed checks.json of a real verify run."""
+    page = tables.report_page(ROOT / "docs" / "measured" / "checks.json")
+    page = page.replace(str(ROOT / "docs" / "measured" / "checks.json"),
+                        "docs/measured/checks.json")
+    assert (ROOT / "docs" / "report.md").read_text() == page, (
+        "run `python -m gmtheory.tables` to regenerate docs/report.md")
