@@ -175,7 +175,7 @@ def test_the_row_shows_the_comparison_that_failed():
     from gmtheory.verify import Check, format_table
     from gmtheory.verify._registry import _result
 
-    check = Check("x.01", "claim", "docs/x.md", lambda: None)
+    check = Check("x.01", "claim", "docs/checks.md", lambda: None)
     ok = agreement(0, 1e-12, "exact", name="holds")
     bad = upper_bound(2.0, 1.0, "bound", name="breaks")
     paper = agreement(0.4, 0.1, "slope", name="paper", finding="'printed claim' (Sec. 1)")

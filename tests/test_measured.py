@@ -59,13 +59,13 @@ def test_report_page_lists_every_comparison(tmp_path):
     from gmtheory.verify import Check, Outcome, agreement, upper_bound, write_json
     from gmtheory.verify._registry import _result
 
-    r = _result(Check("n.01", "claim", "docs/topics/x.md#y", None),
+    r = _result(Check("n.01", "claim", "docs/topics/lda.md#thm-31-the-effective-landscape", None),
                 Outcome(agreement(0, 1, "why-a", name="holds"),
                         upper_bound(2, 1, "why-b", name="breaks")), 0.1)
     write_json([r], tmp_path / "checks.json")
     page = tables.report_page(tmp_path / "checks.json")
     assert "why-a" in page and "why-b" in page and "**upper_bound: breaks <= 1" in page
-    assert "[y](topics/x.md#y)" in page and "| FAIL |" in page
+    assert "(topics/lda.md#thm-31-the-effective-landscape)" in page and "| FAIL |" in page
     assert json.loads((tmp_path / "checks.json").read_text())["checks"][0]["headline"] == 1
 
 
