@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["provenance", "config_key", "save_result", "load_result", "atomic_write_bytes",
+           "environment_identity", "files_identity",
            "source_fingerprint", "Fingerprint", "StaleResultWarning", "changed_files",
            "try_claim", "release_claim", "check_writable"]
 
@@ -245,6 +246,39 @@ def _git_hash() -> str | None:
         return None
 
 
+def environment_identity() -> dict:
+    """What, besides our source and the config, changes the numbers a computation
+    produces: the jax and jaxlib versions, ``jax_enable_x64`` and the ``XLA_FLAGS`` of this
+    process (XLA:CPU has miscompiled code here before; flags such as the fusion emitters
+    change the compiled program).  Part of every simulation's cache key
+    (:func:`gmtheory.simulations.run_simulation`), so a result computed under another
+    jaxlib or other flags is a miss, not a hit."""
+    import jax
+    import jaxlib
+
+    return {"jax": jax.__version__,
+            "jaxlib": getattr(getattr(jaxlib, "version", None), "__version__", None)
+            or getattr(jaxlib, "__version__", "unknown"),
+            "x64": bool(jax.config.read("jax_enable_x64")),
+            "xla_flags": " ".join(os.environ.get("XLA_FLAGS", "").split())}
+
+
+_FILES_CACHE: dict = {}
+
+
+def files_identity(paths) -> dict:
+    """``{name: "size:sha256-prefix"}`` of data files (the identity of a data set read from
+    disk, for a cache key); hashes are reused while a file's size and mtime are unchanged."""
+    out = {}
+    for f in sorted(Path(p) for p in paths):
+        st = f.stat()
+        ck = (str(f), st.st_mtime_ns, st.st_size)
+        if ck not in _FILES_CACHE:
+            _FILES_CACHE[ck] = hashlib.sha256(f.read_bytes()).hexdigest()[:16]
+        out[f.name] = f"{st.st_size}:{_FILES_CACHE[ck]}"
+    return out
+
+
 def provenance() -> dict:
     """Package version, git hash and library versions, for result sidecars."""
     import jax
@@ -258,9 +292,8 @@ def provenance() -> dict:
         "git": _git_hash(),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "jax": jax.__version__,
+        **environment_identity(),
         "jax_backend": jax.default_backend(),
-        "x64": bool(jax.config.read("jax_enable_x64")),
         "numpy": np.__version__,
         "scipy": scipy.__version__,
         "matplotlib": matplotlib.__version__,

@@ -37,7 +37,7 @@ def cmd_verify(args) -> int:
     from .verify import format_table, run_checks, select_checks, write_json
 
     results = run_checks(select_checks(args.only), progress=not args.no_progress)
-    print(format_table(results))
+    print(format_table(results, verbose=args.verbose))
     for r in results:
         if r.error:
             print(f"\n[{r.id}] raised:\n{r.error}", file=sys.stderr)
@@ -146,6 +146,7 @@ def cmd_reproduce(args) -> int:
     from .cache import atomic_write_bytes, provenance
     from .figures import all_figures, figure_summary, get_figure, make_figure
     from .profiling import compile_stats
+    from .tables import checks_report
     from .verify import format_table, run_checks, select_checks, summary_line, write_json
 
     out = Path(args.out)
@@ -210,28 +211,8 @@ def cmd_reproduce(args) -> int:
         f"{total:.0f} s in total.",
         "", "Symbolic derivations: [derivations/README.md](derivations/README.md).",
         "", "## Checks", "",
-        "Verdicts: PASS (every comparison holds), FINDING (the independent computations "
-        "agree but the reference's expectation is not what was measured; the reason is "
-        "given), FAIL.", "",
-        "| check | claim | reference | comparisons (kind: expectation, measured; why) | "
-        "verdict | s (XLA programs compiled) |",
-        "|---|---|---|---|---|---|",
     ]
-    cell = lambda text: str(text).replace("|", "\\|")
-    for r in results:
-        comps = "<br>".join(
-            f"{c['kind']}: {cell(c['expectation'])}, measured {c['measured']:.3g}"
-            f"{'' if c['holds'] else ' (not met)'}; {cell(c['why'])}"
-            for c in r.comparisons) or cell(r.error or "")
-        lines.append(f"| `{r.id}` | {cell(r.claim)} | {r.reference} | {comps} | "
-                     f"{r.verdict} | {r.seconds:.1f} ({r.compiles.get('programs', 0)}) |")
-    finds = [r for r in results if r.verdict == "FINDING"]
-    if finds:
-        lines += ["", "### Findings", ""]
-        for r in finds:
-            for f in r.findings:
-                lines.append(f"* `{r.id}`: the reference expects {f['expectation']}; "
-                             f"measured {f['measured']:.3g}. {cell(f['reason'])}")
+    lines += checks_report(results)
     lines += ["", "## Figures", ""]
     for n, path, secs in figs:
         lines += [f"### {n}", "", f"![{n}]({path.relative_to(out)})", "",
@@ -269,7 +250,7 @@ def _start_checks(args, out: Path):
 
 def _finish_checks(proc, out: Path) -> list:
     """Wait for :func:`_start_checks` and read its results back as ``CheckResult``s."""
-    from .verify import CheckResult
+    from .verify import read_json
 
     proc.wait()
     proc.log.close()
@@ -277,8 +258,7 @@ def _finish_checks(proc, out: Path) -> list:
     if not path.exists():
         raise RuntimeError(f"the checks' process exited with {proc.returncode} and wrote no "
                            f"{path}; its output is in {out / 'verify.log'}.")
-    rows = json.loads(path.read_text())["checks"]
-    return [CheckResult(**{k: v for k, v in r.items() if k != "passed"}) for r in rows]
+    return read_json(path)
 
 
 def _xla_cache_state() -> str:
@@ -411,6 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--only", metavar="PATTERN",
                     help="comma-separated substrings or globs of check ids")
     sp.add_argument("--json", metavar="PATH", help="also write results as JSON")
+    sp.add_argument("--verbose", "-v", action="store_true",
+                    help="print every comparison of every check under its row")
     common(sp)
     sp.set_defaults(func=cmd_verify)
 

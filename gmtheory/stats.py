@@ -6,6 +6,8 @@ One place for the numbers that a reader compares with a tolerance:
 * :func:`fit_loglog` / :func:`fit_semilog` — least-squares slopes with their standard
   error and ``R^2`` (a rate is always reported as a fitted slope, never read off two
   points);
+* :func:`fit_loglog_weighted` — the log-log slope weighted by each point's Monte Carlo
+  standard error, with the slope's SE propagated from those SEs (not from the residuals);
 * :func:`z_score` — a difference in units of its (combined) standard error;
 * :func:`bonferroni_z` / :func:`bonferroni_t` — the two-sided threshold that ``m``
   simultaneous comparisons at family-wise level ``alpha`` must stay under.
@@ -21,7 +23,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats as _st
 
-__all__ = ["Fit", "mean_se", "fit_loglog", "fit_semilog", "fit_linear", "z_score",
+__all__ = ["Fit", "mean_se", "fit_loglog", "fit_loglog_weighted", "fit_semilog",
+           "fit_linear", "z_score",
            "bonferroni_z", "bonferroni_t"]
 
 
@@ -80,6 +83,37 @@ def fit_loglog(x, y) -> Fit:
         raise ValueError("x, y: a log-log fit needs positive values; drop or floor the zeros "
                          "(and say so) before fitting.")
     return fit_linear(np.log(x), np.log(y))
+
+
+def fit_loglog_weighted(x, y, se) -> Fit:
+    """Weighted least-squares slope of ``log y`` against ``log x``, each point weighted by
+    ``1 / var(log y_i)`` with ``sd(log y_i) = se_i / y_i`` (delta method; independent
+    points, e.g. independent Monte Carlo replicates at every ``x``).  The slope's standard
+    error is the one those per-point SEs imply, ``sqrt(1 / (S_w S_wxx - S_wx^2) * S_w)``,
+    not the residual-based one: it is the Monte Carlo SE of the fitted slope.  ``r2`` is the
+    weighted coefficient of determination."""
+    x, y, se = (np.asarray(v, float).ravel() for v in (x, y, se))
+    if not (x.shape == y.shape == se.shape):
+        raise ValueError(f"x, y, se: need the same number of points, got {x.size}, {y.size} "
+                         f"and {se.size}.")
+    if x.size < 2:
+        raise ValueError(f"x: a fit needs at least 2 points, got {x.size}.")
+    if np.any(x <= 0) or np.any(y <= 0):
+        raise ValueError("x, y: a log-log fit needs positive values.")
+    if not np.all(np.isfinite(se)) or np.any(se <= 0):
+        raise ValueError("se: a weighted fit needs finite positive standard errors.")
+    lx, ly = np.log(x), np.log(y)
+    w = (y / se) ** 2
+    sw, swx, swy = w.sum(), (w * lx).sum(), (w * ly).sum()
+    swxx, swxy = (w * lx * lx).sum(), (w * lx * ly).sum()
+    den = sw * swxx - swx**2
+    slope = (sw * swxy - swx * swy) / den
+    intercept = (swy - slope * swx) / sw
+    ybar = swy / sw
+    ss_tot = float((w * (ly - ybar) ** 2).sum())
+    ss_res = float((w * (ly - intercept - slope * lx) ** 2).sum())
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    return Fit(float(slope), float(intercept), float(np.sqrt(sw / den)), r2, int(x.size))
 
 
 def fit_semilog(x, y) -> Fit:

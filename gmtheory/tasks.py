@@ -42,7 +42,8 @@ from .mixture import GaussianMixture
 
 __all__ = ["LISTOPS_VOCAB", "LISTOPS_OPS", "listops", "listops_tree", "listops_tokens",
            "listops_value", "mqar", "mqar_vocab", "selective_copy", "gmm_icl",
-           "gmm_fixed_means", "gmm_token_dim", "stdlib_corpus", "numpy_rng"]
+           "gmm_fixed_means", "gmm_token_dim", "stdlib_corpus", "stdlib_corpus_identity",
+           "numpy_rng"]
 
 # ---------------------------------------------------------------------------- ListOps
 LISTOPS_OPS = ("[MIN", "[MAX", "[MED", "[SM")
@@ -266,6 +267,16 @@ def _stdlib_files(root: Path) -> list[Path]:
     """Top-level ``.py`` files of the standard library, sorted by name (no tests, no
     site-packages, no subpackages: a stable, interpreter-shipped set)."""
     return sorted(p for p in root.glob("*.py") if p.is_file())
+
+
+def stdlib_corpus_identity(root: str | Path | None = None) -> dict:
+    """Identity of the :func:`stdlib_corpus` files (each name with its size and SHA-256
+    prefix): the corpus is the running interpreter's standard library, so it changes with
+    the interpreter; a cache key that includes this misses when the corpus changes."""
+    from .cache import files_identity
+
+    root = Path(sysconfig.get_paths()["stdlib"] if root is None else root)
+    return {"files": files_identity(_stdlib_files(root))}
 
 
 def _is_validation(name: str, every: int) -> bool:

@@ -1,9 +1,17 @@
-"""Every registered check of `gmtheory verify` must pass or report a FINDING (they are the
-real assertions); a FAIL or an error fails the test."""
+"""Every registered check of `gmtheory verify` must PASS, or return FINDING when, and only
+when, it is pinned in tests/expected_findings.json with the printed paper claim that does
+not reproduce (they are the real assertions); a FAIL, an error, an unexpected FINDING or a
+pinned FINDING that disappears fails the test."""
+
+import json
+from pathlib import Path
 
 import pytest
 
 from gmtheory.verify import run_checks, select_checks
+
+EXPECTED_FILE = Path(__file__).with_name("expected_findings.json")
+EXPECTED = json.loads(EXPECTED_FILE.read_text())["findings"]
 
 # checks that derive with sympy join the derivation tests on one xdist worker (the
 # derivations are computed once per process; tests/test_derivations.py)
@@ -12,8 +20,27 @@ CHECK_IDS = [pytest.param(c.id, marks=pytest.mark.xdist_group("sympy"))
              if c.id.startswith(SYMPY) else c.id for c in select_checks(None)]
 
 
+def test_expected_findings_are_pinned_paper_claims():
+    ids = {c.id for c in select_checks(None)}
+    for cid, entry in EXPECTED.items():
+        assert cid in ids, f"{EXPECTED_FILE.name}: {cid} is not a registered check"
+        for k in ("claim", "source", "comparison"):
+            assert str(entry.get(k, "")).strip(), f"{EXPECTED_FILE.name}: {cid} needs {k!r}"
+
+
 @pytest.mark.parametrize("check_id", CHECK_IDS)
 def test_check_passes(check_id):
     (res,) = run_checks([c for c in select_checks(None) if c.id == check_id], progress=False)
     assert res.error is None, res.error
     assert res.verdict in ("PASS", "FINDING"), (res.verdict, res.comparisons, res.details)
+    if check_id in EXPECTED:
+        assert res.verdict == "FINDING", (
+            f"{check_id} is pinned as a FINDING in {EXPECTED_FILE.name} but returned "
+            f"{res.verdict}: remove it there if the paper's claim now reproduces")
+        failed = {f["comparison"] for f in res.findings}
+        assert EXPECTED[check_id]["comparison"] in failed, (failed, EXPECTED[check_id])
+    else:
+        assert res.verdict == "PASS", (
+            f"{check_id} returned FINDING but is not pinned in {EXPECTED_FILE.name}; a "
+            f"FINDING must be a printed paper claim, listed there with the claim quoted: "
+            f"{res.findings}")

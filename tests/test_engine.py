@@ -171,6 +171,43 @@ def test_verdicts_follow_the_comparisons():
     assert not hasattr(Outcome(agreement(0, 1, "x")), "passed")
 
 
+def test_the_row_shows_the_comparison_that_failed():
+    from gmtheory.verify import Check, format_table
+    from gmtheory.verify._registry import _result
+
+    check = Check("x.01", "claim", "docs/checks.md", lambda: None)
+    ok = agreement(0, 1e-12, "exact", name="holds")
+    bad = upper_bound(2.0, 1.0, "bound", name="breaks")
+    paper = agreement(0.4, 0.1, "slope", name="paper", finding="'printed claim' (Sec. 1)")
+    for o, verdict, shown in ((Outcome(ok, bad), "FAIL", "breaks"),
+                              (Outcome(ok, paper), "FINDING", "paper"),
+                              (Outcome(ok, paper, bad), "FAIL", "breaks"),
+                              (Outcome(ok, ok), "PASS", "holds")):
+        r = _result(check, o, 0.1)
+        assert (r.verdict, r.headline_name) == (verdict, shown)
+        assert r.comparisons[r.headline]["name"] == shown
+        row = format_table([r]).splitlines()[1]
+        assert row.endswith(shown) and f"{r.measured:.3g}" in row
+        verbose = format_table([r], verbose=True)
+        assert all(c["expectation"] in verbose for c in r.comparisons)
+
+
+def test_weighted_loglog_fit_uses_the_point_errors():
+    x = np.array([1.0, 10, 100, 1000])
+    y = 3 * x**-0.5
+    fit = stats.fit_loglog_weighted(x, y, 0.01 * y)
+    assert abs(fit.slope + 0.5) < 1e-12
+    # with equal relative errors s the slope's SE is s / sqrt(Sxx) in log x
+    lx = np.log(x)
+    assert abs(fit.stderr - 0.01 / np.sqrt(np.sum((lx - lx.mean()) ** 2))) < 1e-12
+    # a point with a huge error barely moves the slope
+    y2 = y.copy()
+    y2[-1] *= 5
+    se = 0.01 * y2
+    se[-1] = 1e6
+    assert abs(stats.fit_loglog_weighted(x, y2, se).slope + 0.5) < 1e-6
+
+
 def test_every_check_declares_kinds():
     from gmtheory.verify import KINDS, all_checks
 
@@ -235,6 +272,56 @@ def test_changed_code_recomputes_and_reuse_stale_warns(tmp_path, monkeypatch):
     assert m3["fingerprint"]["digest"] != m1["fingerprint"]["digest"]
     for k in a1:
         np.testing.assert_array_equal(a1[k], a3[k])
+
+
+def test_jaxlib_xla_flags_and_data_are_in_the_cache_key(tmp_path, monkeypatch):
+    """A result computed under another jaxlib, other XLA_FLAGS or other data files is a
+    cache miss: they change the numbers, so they are part of the key (issue 26)."""
+    import jaxlib
+
+    import gmtheory.simulations as sims
+    from gmtheory import tasks
+    from gmtheory.simulations import get_simulation, run_simulation
+
+    sim = get_simulation("gated-experts")
+    calls, data = [], {"v": 1}
+
+    @functools.wraps(sim.run_point)
+    def counted(*a):
+        calls.append(1)
+        return sim.run_point(*a)
+
+    monkeypatch.setitem(sims.SIMULATIONS, sim.name, dataclasses.replace(
+        sim, run_point=counted, data=lambda cfg: dict(data)))
+    res = tmp_path / "res"
+
+    def run():
+        return run_simulation(sim.name, overrides={"grid": 9}, results_dir=res,
+                              progress=False)
+
+    _, m0, stem0 = run()
+    run()
+    assert len(calls) == 1                                   # a hit
+    assert m0["environment"] == cache.environment_identity()
+    monkeypatch.setenv("XLA_FLAGS", (cache.os.environ.get("XLA_FLAGS", "")
+                                     + " --xla_cpu_enable_fast_math=false").strip())
+    _, m1, stem1 = run()
+    assert len(calls) == 2 and stem1 != stem0                # other flags: a miss
+    monkeypatch.setattr(jaxlib.version, "__version__", "0.0.0+other")
+    _, m2, stem2 = run()
+    assert len(calls) == 3 and stem2 not in (stem0, stem1)   # other jaxlib: a miss
+    assert m2["environment"]["jaxlib"] == "0.0.0+other"
+    data["v"] = 2
+    run()
+    assert len(calls) == 4                                   # other data: a miss
+    # gma-lm declares its corpus (the interpreter's stdlib files) as its data
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "a.py").write_text("x = 1\n")
+    ident = tasks.stdlib_corpus_identity(root)
+    (root / "a.py").write_text("x = 2\n")
+    assert tasks.stdlib_corpus_identity(root) != ident
+    assert get_simulation("gma-lm").data is not None
 
 
 def test_cli_figures_reuse_stale(tmp_path, monkeypatch, capsys):

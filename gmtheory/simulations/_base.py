@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 from ..cache import (
     check_writable,
     config_key,
+    environment_identity,
     load_result,
     release_claim,
     save_result,
@@ -54,6 +55,7 @@ class Simulation:
     run_point: Callable  # (cfg, point, key) -> dict[str, array]
     assemble: Callable  # (cfg, points, results) -> dict[str, array]
     summary: Callable | None = None  # (cfg, arrays) -> list[str]
+    data: Callable | None = None  # (cfg) -> JSON-able identity of the data read from disk
 
     def fingerprint(self):
         """Fingerprint of this simulation's source and the gmtheory code it imports."""
@@ -235,7 +237,11 @@ def run_simulation(
     cfg = make_config(sim, profile, overrides)
     _LAST_STATS.clear()
     fp = sim.fingerprint()
-    key = config_key(sim.name, cfg)
+    # the key: the config, the environment that changes the numbers (jax/jaxlib, x64,
+    # XLA_FLAGS) and the identity of any data read from disk; the source is the fingerprint
+    env = environment_identity()
+    data = sim.data(cfg) if sim.data is not None else None
+    key = config_key(sim.name, cfg, env, data)
     stem = Path(results_dir) / sim.name / f"{profile}-{key}"
     if not force:
         hit = load_result(stem, key, fp, reuse_stale=reuse_stale)
@@ -298,6 +304,8 @@ def run_simulation(
         "points": points,
         "seconds": time.perf_counter() - t0,
         "fingerprint": fp.as_dict(),
+        "environment": env,
+        "data_identity": data,
         "points_computed": stats["computed"],
     }
     save_result(stem, arrays, meta)

@@ -544,6 +544,7 @@ register(Simulation(
     run_point=_lm_point,
     assemble=_lm_assemble,
     summary=_lm_summary,
+    data=lambda cfg: T.stdlib_corpus_identity(),   # the corpus is the interpreter's stdlib
 ))
 
 

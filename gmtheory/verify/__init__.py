@@ -17,6 +17,7 @@ from ._registry import (
     count,
     format_table,
     lower_bound,
+    read_json,
     register_check,
     rel_error,
     run_checks,
@@ -27,5 +28,5 @@ from ._registry import (
 )
 
 __all__ = ["CHECKS", "KINDS", "Check", "CheckResult", "Comparison", "Outcome", "agreement",
-           "all_checks", "count", "format_table", "lower_bound", "register_check", "rel_error",
-           "run_checks", "select_checks", "summary_line", "upper_bound", "write_json"]
+           "all_checks", "count", "format_table", "lower_bound", "read_json", "register_check",
+           "rel_error", "run_checks", "select_checks", "summary_line", "upper_bound", "write_json"]

@@ -13,10 +13,13 @@ error, or a bound proven by the theory):
 The verdict follows from the comparisons and from nothing else (there is no override):
 
 * **PASS** — every comparison holds;
-* **FINDING** — every comparison holds except some that test the *reference's claim*
-  (declared with ``finding="why it may not reproduce"`` before running): the independent
-  computations agree, but the paper's expectation is not what was measured.  The report
-  prints the expectation, the measurement and the reason;
+* **FINDING** — every comparison holds except some that test *a claim printed in a paper*
+  (declared with ``finding="<the claim, quoted, and where it is printed>"`` before
+  running): our computations agree, but the paper's printed claim is not what was
+  measured.  ``finding=`` is never put on a comparison between two of our computations
+  (that disagreement is a FAIL), nor on an expectation of our own protocol; the checks
+  expected to return FINDING are pinned in ``tests/expected_findings.json``.  The report
+  prints the expectation, the measurement and the claim;
 * **FAIL** — a comparison without ``finding=`` does not hold (or the check raised).
 
 ``gmtheory verify`` exits 0 on PASS and FINDING, 1 on FAIL.
@@ -37,7 +40,8 @@ from tqdm.auto import tqdm
 
 __all__ = ["Check", "Outcome", "Comparison", "CheckResult", "register_check", "CHECKS",
            "all_checks", "summary_line", "run_checks", "select_checks", "format_table",
-           "agreement", "upper_bound", "lower_bound", "count", "KINDS", "rel_error"]
+           "agreement", "upper_bound", "lower_bound", "count", "KINDS", "rel_error",
+           "write_json", "read_json"]
 
 KINDS = ("agreement", "upper_bound", "lower_bound", "count")
 
@@ -52,7 +56,7 @@ class Comparison:
     threshold: float
     why: str
     name: str = ""
-    finding: str | None = None  # reason; a failure is then a FINDING, not a FAIL
+    finding: str | None = None  # the printed paper claim; a failure is then a FINDING
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -124,6 +128,16 @@ class Outcome:
         self.comparisons = list(comparisons)
         self.details = dict(details or {})
 
+    def headline(self) -> int:
+        """Index of the comparison a one-line summary shows: for a FAIL the first comparison
+        that fails without ``finding=``, for a FINDING the first that fails, for a PASS the
+        first comparison."""
+        v = self.verdict()
+        for i, c in enumerate(self.comparisons):
+            if not c.holds() and (v == "FINDING" or not c.finding):
+                return i
+        return 0
+
     def verdict(self) -> str:
         failed = [c for c in self.comparisons if not c.holds()]
         if not failed:
@@ -147,8 +161,8 @@ class CheckResult:
     claim: str
     reference: str
     verdict: str                 # PASS, FINDING, FAIL or ERROR
-    kind: str                    # kind of the headline comparison
-    measured: float              # headline comparison
+    kind: str                    # kind of the headline comparison (the first failing one
+    measured: float              # of a FAIL or FINDING, else the first)
     threshold: float
     justification: str
     comparisons: list            # every comparison, as dicts (kind, measured, threshold, ...)
@@ -157,6 +171,13 @@ class CheckResult:
     details: dict
     error: str | None = None
     compiles: dict = field(default_factory=dict)  # gmtheory.profiling.CompileStats.as_dict
+    headline: int = 0            # index in comparisons of the headline comparison
+    headline_name: str = ""      # its name or kind
+
+    @property
+    def failing(self) -> list:
+        """The comparisons (as dicts) that do not hold."""
+        return [c for c in self.comparisons if not c.get("holds", True)]
 
     @property
     def passed(self) -> bool:
@@ -222,7 +243,8 @@ def select_checks(only: str | None = None) -> list[Check]:
 
 
 def _result(c: Check, o: Outcome, seconds: float) -> CheckResult:
-    head = o.comparisons[0]
+    h = o.headline()
+    head = o.comparisons[h]
     findings = [{"comparison": x.name or x.kind, "expectation": x.expectation(),
                  "measured": x.measured, "reason": x.finding}
                 for x in o.comparisons if not x.holds() and x.finding]
@@ -230,7 +252,8 @@ def _result(c: Check, o: Outcome, seconds: float) -> CheckResult:
         c.id, c.claim, c.reference, o.verdict(), head.kind, head.measured, head.threshold,
         head.why, [{**asdict(x), "holds": x.holds(), "expectation": x.expectation()}
                    for x in o.comparisons],
-        findings, seconds, _plain(o.details))
+        findings, seconds, _plain(o.details), headline=h,
+        headline_name=head.name or head.kind)
 
 
 def run_checks(checks: list[Check], *, progress: bool = True) -> list[CheckResult]:
@@ -296,26 +319,34 @@ def summary_line(results: list[CheckResult]) -> str:
             f"{n['FAIL'] + n['ERROR']} failed")
 
 
-def format_table(results: list[CheckResult]) -> str:
-    """The verify table: each check's verdict, kind and headline comparison, then the
-    findings with the reference's expectation, the measurement and the reason."""
+def format_table(results: list[CheckResult], verbose: bool = False) -> str:
+    """The verify table: each check's verdict and its headline comparison (the first
+    failing comparison of a FAIL or FINDING, the first comparison of a PASS), then the
+    findings with the paper's claim, the measurement and the expectation.  ``verbose``
+    adds every comparison of every check under its row."""
     w = max([34] + [len(r.id) for r in results])
     lines = [f"{'check':<{w}} {'verdict':<8} {'kind':<12} {'measured':>10}    "
-             f"{'threshold':<10} {'s':>6}"]
+             f"{'threshold':<10} {'s':>6}  comparison"]
     for r in results:
         op = _OPS.get(r.kind, "  ")
+        name = (r.error or "").splitlines()[0][:60] if r.error else r.headline_name
         lines.append(f"{r.id:<{w}} {r.verdict:<8} {r.kind or '-':<12} "
                      f"{_fmt(r.measured, r.kind):>10} {op:>2} {_fmt(r.threshold, r.kind):<10} "
-                     f"{r.seconds:6.1f}")
+                     f"{r.seconds:6.1f}  {name}")
+        if verbose:
+            for c in r.comparisons:
+                mark = "ok  " if c.get("holds") else "FAIL"
+                lines.append(f"    {mark} {c['kind']:<12} {c['expectation']}: measured "
+                             f"{_fmt(c['measured'], c['kind'])}")
     finds = [r for r in results if r.verdict == "FINDING"]
     if finds:
         lines.append("")
-        lines.append("findings (the computations agree; the reference's expectation is not "
+        lines.append("findings (our computations agree; a claim printed in the paper is not "
                      "what was measured):")
         for r in finds:
             for f in r.findings:
                 lines.append(f"  {r.id}: expected {f['expectation']}, measured "
-                             f"{f['measured']:.3g}. {f['reason']}")
+                             f"{f['measured']:.3g}. {f['reason']} ({r.reference})")
     lines.append(summary_line(results))
     return "\n".join(lines)
 
@@ -326,3 +357,13 @@ def write_json(results: list[CheckResult], path: str | Path) -> None:
     payload = {"provenance": provenance(),
                "checks": [{**asdict(r), "passed": r.passed} for r in results]}
     atomic_write_bytes(Path(path), json.dumps(payload, indent=2, default=str).encode())
+
+
+def read_json(path: str | Path) -> list[CheckResult]:
+    """The results that :func:`write_json` wrote (fields it does not know are ignored, fields
+    an older file lacks take their defaults)."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(CheckResult)}
+    rows = json.loads(Path(path).read_text())["checks"]
+    return [CheckResult(**{k: v for k, v in r.items() if k in names}) for r in rows]

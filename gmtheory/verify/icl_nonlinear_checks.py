@@ -72,11 +72,14 @@ def check_nonlinear_kappa():
     tol = REF_REL * REF_D / big
     det = {"alpha": ALPHA, "tau": TAU, "rho": RHO, "lambda": LAM, "trials": TRIALS,
            "bonferroni_t": t, "tolerance_d48": tol, "cases": {}}
-    agree, approach_nl, approach_eq, agree_small, closer = [], [], [], [], []
+    agree, approach_nl, approach_eq, agree_small, closer, equiv = [], [], [], [], [], []
     for f, kappa in cases:
         r48, r24 = rows[(f, kappa, big)], rows[(f, kappa, small)]
         diff, se = r48["diff"]
         agree.append((abs(diff) - t * se) / r48["scale"])
+        # the equivalence form |diff| + t SE (issue 26 item 3): reported, not yet compared;
+        # with 6 runs the SE alone exceeds the tolerance at kappa = 0.2
+        equiv.append((abs(diff) + t * se) / r48["scale"])
         agree_small.append(abs(r24["diff"][0]) / r24["scale"])
         se_c = np.hypot(se, SLOWEST_DECAY * r24["diff"][1])
         closer.append((abs(diff) - SLOWEST_DECAY * abs(r24["diff"][0]) - t * se_c)
@@ -95,6 +98,8 @@ def check_nonlinear_kappa():
                                                    f"d{big}": max(abs(rows[(f, k, big)]["diff"][0])
                                                                   / rows[(f, k, big)]["scale"]
                                                                   for f, k in cases)}
+    det["equivalence_form_over_scale"] = {f"{f}_kappa{k:g}": e
+                                          for (f, k), e in zip(cases, equiv, strict=True)}
     i = int(np.argmax(agree))
     return Outcome(
         agreement(max(agree), tol,
@@ -103,28 +108,18 @@ def check_nonlinear_kappa():
                   f"{TRIALS - 1} dof); tolerance: the reference's 'a few percent at d = 40' "
                   f"(5 %) scaled by 40/d, on each error hence on their difference",
                   name=f"nonlinear vs equivalent-linear g_task, d = {big} (worst: "
-                       f"{cases[i][0]}, kappa = {cases[i][1]:g})",
-                  finding="the equivalence is a leading-order statement: along each prompt's "
-                          "own task direction E[r^2 z^2] differs from V_res, and at small kappa "
-                          "the pool's few directions are exactly what pretraining memorises, "
-                          "so the gap may exceed the reference's d = 40 estimate there"),
+                       f"{cases[i][0]}, kappa = {cases[i][1]:g})"),
         upper_bound(max(closer), 0.0,
                     f"(|diff_{big}| - 2^-0.6 |diff_{small}| - t SE) / (e_ICL + e_IDG), diff = "
                     "g_nl - g_eq (paired): the reference expects the two targets 'closer at "
                     "d = 80' than at 40, i.e. a gap that decays with d; the slowest decay "
                     "icl.04 accepts is d^-0.6",
-                    name="nonlinear - equivalent-linear gap, d = 24 -> 48",
-                    finding="a gap between the two targets that does not shrink with d would "
-                            "be a disagreement with the equivalence that survives the d-trend"),
+                    name="nonlinear - equivalent-linear gap, d = 24 -> 48"),
         upper_bound(max(approach_nl), 0.0,
                     f"(|gap_{big}| - 2^-0.6 |gap_{small}| - t SE) / (e_ICL + e_IDG) with gap = "
                     "nonlinear g_task - theory at the simulated sizes: the finite-d gap "
                     "shrinks at least as fast as the slowest decay icl.04 accepts (d^-0.6)",
-                    name="nonlinear target: gap to theory, d = 24 -> 48",
-                    finding="that the nonlinear target approaches the equivalent-linear theory "
-                            "across kappa is the reference's claim, tested here beyond "
-                            "kappa = inf; an O(1/l) term of the exact error (E[y^2 z^2], "
-                            "E[y^3 z]) or slow small-pool corrections could hold it back"),
+                    name="nonlinear target: gap to theory, d = 24 -> 48"),
         upper_bound(max(approach_eq), 0.0,
                     "the same decay for the equivalent linear target against the Lu et al. "
                     "theory, which icl.04 and icl.07 establish for linear targets",
