@@ -9,23 +9,23 @@ from __future__ import annotations
 import os as _os
 
 
-def _default_xla_flags() -> None:
+def use_fast_compile_flags() -> None:
     """Compile with XLA's backend optimisation level 1 unless told otherwise.
 
     A cold run of the checks and figures is mostly compilation; level 1 compiles the
     training programs about 2.5 times faster on CPU than the default and ran every
     program that we timed as fast (docs/performance.md#where-a-cold-runs-time-goes).
     ``GMTHEORY_XLA_OPT_LEVEL=default`` (or any level) overrides it, and so does an
-    ``--xla_backend_optimization_level`` already in ``XLA_FLAGS``.  It takes effect only
-    if JAX's backend has not started yet, i.e. when gmtheory is imported before the first
-    JAX computation."""
+    ``--xla_backend_optimization_level`` already in ``XLA_FLAGS``.
+
+    ``import gmtheory`` changes no process-wide setting: the ``gmtheory`` command and the
+    test suite call this, and a library user may (before the first JAX computation, when
+    JAX's backend reads ``XLA_FLAGS``)."""
     level = _os.environ.get("GMTHEORY_XLA_OPT_LEVEL", "1")
     flags = _os.environ.get("XLA_FLAGS", "")
     if level != "default" and "xla_backend_optimization_level" not in flags:
         _os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_optimization_level={level}".strip()
 
-
-_default_xla_flags()
 
 import jax
 
@@ -116,6 +116,7 @@ __all__ = [
     "enable_x64",
     "enable_compilation_cache",
     "limit_blas_threads",
+    "use_fast_compile_flags",
     "__version__",
 ]
 

@@ -486,6 +486,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    import gmtheory
+
+    gmtheory.use_fast_compile_flags()  # before the first JAX computation starts the backend
     _setup()
     if getattr(args, "no_progress", False):
         from .training import set_progress

@@ -18,6 +18,7 @@ import pytest  # noqa: E402
 
 import gmtheory  # noqa: E402
 
+gmtheory.use_fast_compile_flags()  # as the gmtheory command does (import changes nothing)
 jax.config.update("jax_enable_x64", True)
 gmtheory.enable_compilation_cache()
 gmtheory.limit_blas_threads()

@@ -253,3 +253,4 @@ def test_the_prompt_length_rate_comparison():
     assert _sweep_comparisons(prob, recs(-0.5, 100.0), Outcome)[0]["verdict"] == "FAIL"
     low = _sweep_comparisons(prob, recs(-1.0, ESS_ASYMPTOTIC / 2), Outcome)[0]
     assert low["verdict"] == "not applicable"
+
