@@ -1,0 +1,41 @@
+"""The notebooks of docs/notebooks/ run: each executed as a plain Python script.
+
+A jupytext percent-format notebook is a Python script whose cells are ``# %%`` comments,
+so running it with the venv's interpreter executes the same code, in the same order, as
+the notebook kernel of ``make docs`` (mkdocs-jupyter, ``execute: true``).  Each runs in a
+subprocess (a fresh JAX, the Agg backend) with its cache under the test's temp dir.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "docs" / "notebooks").glob("*.py"))
+
+
+def test_notebooks_are_in_the_site():
+    assert len(NOTEBOOKS) >= 3
+    nav = (ROOT / "mkdocs.yml").read_text()
+    docs_index = (ROOT / "docs" / "examples.md").read_text()
+    for nb in NOTEBOOKS:
+        text = nb.read_text()
+        assert "format_name: percent" in text and "# %% [markdown]" in text, nb.name
+        assert f"notebooks/{nb.name}" in nav, f"{nb.name} is not in mkdocs.yml's nav"
+        assert f"notebooks/{nb.name}" in docs_index, f"docs/examples.md does not list {nb.name}"
+
+
+@pytest.mark.xdist_group("notebooks")
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs(notebook, tmp_path):
+    env = dict(os.environ, MPLBACKEND="Agg",
+               GMTHEORY_NOTEBOOK_RESULTS=str(tmp_path / "results"))
+    proc = subprocess.run([sys.executable, str(notebook)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (f"{notebook.name} failed:\n{proc.stdout[-3000:]}\n"
+                                  f"{proc.stderr[-5000:]}")
+    assert "notebook ran in" in proc.stdout
+    assert "FAIL" not in proc.stdout and "ERROR" not in proc.stdout
