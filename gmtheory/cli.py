@@ -126,7 +126,10 @@ def cmd_explore(args) -> int:
     out = Path(args.out) if args.out else Path(f"explore-{prob.name}")
     res = explore(prob, results_dir=args.results, force=args.force,
                   progress=not args.no_progress)
-    paths = res.write(out)
+    from .figures.explore import draw_regimes
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"figure": draw_regimes(res, out / "regimes.png"), **res.write(out)}
     axes = list(prob.vary)
     cols = columns(res)
     print(f"{prob.name}: {prob.task}, d = {prob.dim}, K = {prob.n_components}; "

@@ -1,4 +1,12 @@
-"""The regime figure of ``gmtheory explore``: curves over one axis, a phase diagram over two."""
+"""The regime figure of ``gmtheory explore``: curves over one axis, a phase diagram over two.
+
+``draw_regimes(result, path)`` draws an :class:`gmtheory.regimes.ExploreResult`; the
+command draws it before :meth:`~gmtheory.regimes.ExploreResult.write` writes the report
+that shows it::
+
+    from gmtheory.figures.explore import draw_regimes
+    draw_regimes(res, "my-run/regimes.png"); res.write("my-run")
+"""
 
 from __future__ import annotations
 
@@ -46,8 +54,11 @@ def draw_regimes(res, path):
     import matplotlib
 
     matplotlib.use("Agg")
+    from pathlib import Path
+
     import matplotlib.pyplot as plt
 
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     prob = res.problem
     axes = list(prob.vary)
     task = prob.task

@@ -4,10 +4,11 @@ for any Gaussian-mixture problem written as data (docs/explore.md).
 * :func:`load_spec` / :class:`Problem` — the problem (TOML or Python), validated;
 * :func:`explore` — every point of the sweep through the cache (resumable, shared by
   processes), with the comparisons of ``gmtheory verify`` run on the user's problem;
-* :meth:`ExploreResult.write` — ``explore.json``, ``report.md`` and the regime figure.
+* :meth:`ExploreResult.write` — ``explore.json`` and ``report.md``; the regime figure is
+  drawn by :func:`gmtheory.figures.explore.draw_regimes` (the figures layer).
 
-This package sits beside the simulations (it uses the check registry's comparison kinds
-and the figure code); the theory it calls lives in the library modules.
+A library package: it uses the comparison kinds of :mod:`gmtheory.comparisons` (the same
+as ``gmtheory verify``'s) and imports nothing from the checks, simulations or figures.
 """
 
 from __future__ import annotations
@@ -54,19 +55,19 @@ class ExploreResult:
                 "sweep_comparisons": self.sweep_comparisons}
 
     def write(self, out) -> dict:
-        """Write ``explore.json``, ``report.md`` and ``regimes.png`` into ``out``."""
+        """Write ``explore.json`` and ``report.md`` into ``out``; the report shows
+        ``regimes.png`` when it is there (drawn by
+        :func:`gmtheory.figures.explore.draw_regimes`, as ``gmtheory explore`` does)."""
         from ..cache import atomic_write_bytes
-        from ..figures.explore import draw_regimes
         from .report import report_markdown
 
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        paths = {"json": out / "explore.json", "report": out / "report.md",
-                 "figure": out / "regimes.png"}
+        paths = {"json": out / "explore.json", "report": out / "report.md"}
         atomic_write_bytes(paths["json"], json.dumps(_jsonable(self.as_dict()), indent=1)
                            .encode())
-        draw_regimes(self, paths["figure"])
-        atomic_write_bytes(paths["report"], report_markdown(self, figure="regimes.png").encode())
+        fig = "regimes.png" if (out / "regimes.png").exists() else None
+        atomic_write_bytes(paths["report"], report_markdown(self, figure=fig).encode())
         return paths
 
 
@@ -118,7 +119,7 @@ def explore(problem, vary: dict | None = None, *, results_dir="simulations/resul
     ``{"start", "stop", "num"}``).  Each point is cached under ``results_dir/explore/``
     (keyed by the problem, the point and the source code) and claimed before it is
     computed, so an interrupted sweep resumes and two processes share the points.
-    With ``out`` the JSON, the report and the figure are written there too.
+    With ``out`` the JSON and the report are written there too (:meth:`ExploreResult.write`).
     """
     from tqdm.auto import tqdm
 
@@ -131,7 +132,7 @@ def explore(problem, vary: dict | None = None, *, results_dir="simulations/resul
         source_fingerprint,
         try_claim,
     )
-    from ..verify import Outcome
+    from ..comparisons import Outcome
     from .spec import _axes, sweep_points
 
     prob = _coerce(problem)
@@ -184,7 +185,7 @@ def explore(problem, vary: dict | None = None, *, results_dir="simulations/resul
 
 def _run_point(prob, pt, i, key, fp):
     from ..cache import config_key
-    from ..verify import Outcome
+    from ..comparisons import Outcome
     from .run_point import compute_point
 
     t = time.perf_counter()
@@ -216,8 +217,8 @@ def _record(pt, hit):
 
 def _sweep_comparisons(prob, recs, Outcome) -> list:
     """Comparisons over the whole sweep: the finite-prompt deviation's rate in ``L``."""
+    from ..comparisons import agreement
     from ..stats import fit_loglog
-    from ..verify import agreement
 
     out = []
     Ls = prob.vary.get("L", ())

@@ -30,10 +30,10 @@ import numpy as np
 from scipy.stats import norm
 
 from .. import lda
+from ..comparisons import agreement, upper_bound
 from ..mixture import GaussianMixture
 from ..operators import softmax_attention, softmax_attention_limit
 from ..training import minimize_lbfgs
-from ..verify import agreement, upper_bound
 from ._nodes import binomial_mean_se, combined_z, mc_mean_se, nodes, weighted_mean_se
 
 Z_SE = 4.0

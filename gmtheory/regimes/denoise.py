@@ -27,6 +27,7 @@ import numpy as np
 import optax
 
 from .. import denoising as D
+from ..comparisons import agreement, upper_bound
 from ..operators import (
     effective_sample_size,
     finite_prompt_variance,
@@ -34,7 +35,6 @@ from ..operators import (
     softmax_attention_limit,
 )
 from ..training import minimize_lbfgs, train
-from ..verify import agreement, upper_bound
 from ._nodes import combined_z, mc_mean_se, nodes, weighted_mean_se
 
 Z_SE = 4.0  # agreement of two Monte Carlo estimates: within 4 combined standard errors
