@@ -113,18 +113,24 @@ plt.show()
 # %% [markdown]
 # ## The phase figure
 #
-# `res.write(folder)` writes `explore.json`, `report.md` (every value and comparison)
-# and the regime figure `regimes.png`, shown here.
+# `gmtheory.figures.explore.draw_regimes` draws the regime figure of a sweep (what
+# `gmtheory explore` shows); `res.write(folder)` then writes `explore.json` and
+# `report.md` (every value and comparison, with the figure) beside it.
 
 # %%
+from gmtheory.figures.explore import draw_regimes
+
+out = os.path.join(RESULTS, "nb-denoising-out")
 backend = plt.get_backend()
-paths = res.write(os.path.join(RESULTS, "nb-denoising-out"))
-plt.switch_backend(backend)  # the figure code switches matplotlib to Agg; back to inline
-fig, ax = plt.subplots(figsize=(6, 4.6))
-ax.imshow(plt.imread(paths["figure"]))
+figure = draw_regimes(res, os.path.join(out, "regimes.png"))
+plt.switch_backend(backend)  # draw_regimes switches matplotlib to Agg; back to inline
+paths = res.write(out)
+fig, ax = plt.subplots(figsize=(8, 4))
+ax.imshow(plt.imread(figure))
 ax.axis("off")
 fig.tight_layout()
 plt.show()
+print("written:", ", ".join(os.path.basename(str(v)) for v in paths.values()))
 
 # %% [markdown]
 # ## What the numbers show
