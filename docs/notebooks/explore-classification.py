@@ -70,10 +70,10 @@ CASES = {
         "weights": [0.5, 0.5], "means": [[1.0, 0.5], [-1.0, -0.5]],
         "covs": [SHARED, [[0.2, 0.0], [0.0, 2.0]]]},
 }
-# Quadrature orders above the defaults (fit_order 10, order 16): with unequal covariances the
-# best softmax head is sharp, and on a coarse grid the head search fits the grid's nodes
-# rather than the Gaussian (its fitted risk can then drop below the Bayes risk, which no
-# predictor can). The evaluation grid (order 40) is finer than the fitting grid (24).
+# The head search minimises the risk on fixed samples (`fit_samples`), not on a quadrature
+# grid (a sharp head can fit a coarse grid's nodes rather than the Gaussian), and its risk
+# and error are then measured on fresh samples. The Bayes and linear values use a
+# Gauss-Hermite grid of order `order` (40 here, above the default 16).
 OPTIONS = {"starts": 2, "mc_samples": 40000, "maxiter": 100, "fit_order": 24, "order": 40}
 
 results = {}
@@ -140,10 +140,10 @@ for name, res in results.items():
 
 # %% [markdown]
 # The explore record also holds the logistic **risks** (the training loss of Section 3).
-# The Bayes risk is the smallest any predictor can reach, so the best value the head
-# search found (`softmax_starts`) must not fall below it; the last column checks this.
-# Where it reads False, the fitted head exploits the quadrature grid rather than the
-# Gaussian: raise `fit_order` (and `order`) before reading the head's numbers.
+# The Bayes risk is the smallest any predictor can reach, so the head's risk on fresh samples
+# must not fall below it (explore compares the two, within 4 SE); the last column also
+# checks the best value the search reached on its fixed samples (`softmax_starts`), which
+# could only dip below Bayes by fitting those samples' noise.
 
 # %%
 print(f"{'case':44s} {'sep':>4s} {'Bayes risk':>10s} {'linear':>8s} {'softmax':>8s} "

@@ -121,9 +121,7 @@ plt.show()
 from gmtheory.figures.explore import draw_regimes
 
 out = os.path.join(RESULTS, "nb-denoising-out")
-backend = plt.get_backend()
-figure = draw_regimes(res, os.path.join(out, "regimes.png"))
-plt.switch_backend(backend)  # draw_regimes switches matplotlib to Agg; back to inline
+figure = draw_regimes(res, os.path.join(out, "regimes.png"))  # leaves the backend alone
 paths = res.write(out)
 fig, ax = plt.subplots(figsize=(8, 4))
 ax.imshow(plt.imread(figure))

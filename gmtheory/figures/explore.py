@@ -51,19 +51,17 @@ def _phase_value(p, task):
 
 def draw_regimes(res, path):
     """Draw ``res`` (an :class:`gmtheory.regimes.ExploreResult`) into ``path`` (PNG)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     from pathlib import Path
 
-    import matplotlib.pyplot as plt
+    import matplotlib.style
+    from matplotlib.figure import Figure
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     prob = res.problem
     axes = list(prob.vary)
     task = prob.task
     ylabel = "risk E|f(Z) - X|²" if task == "denoising" else "0–1 error"
-    with plt.style.context(style_path()):
+    with matplotlib.style.context(style_path()):  # no pyplot: the caller's backend stays
         if len(axes) == 2:
             a0, a1 = axes
             v0, v1 = prob.vary[a0], prob.vary[a1]
@@ -73,7 +71,8 @@ def draw_regimes(res, path):
                 i, j = v0.index(p["params"][a0]), v1.index(p["params"][a1])
                 share[i, j] = _phase_value(p, task)
                 rel[i, j] = _linear_gap(p, task)
-            fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.6))
+            fig = Figure(figsize=(12, 4.6))
+            ax, bx = fig.subplots(1, 2)
             im = ax.imshow(np.log10(np.maximum(rel, 1e-6)).T, origin="lower", cmap="magma_r",
                            aspect="auto")
             fig.colorbar(im, ax=ax, label="log10 of linear attention's excess over Bayes"
@@ -103,7 +102,8 @@ def draw_regimes(res, path):
                          f"(blank in (b): linear attention within {LINEAR_ENOUGH:g} of Bayes)",
                          fontsize=10)
         else:
-            fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+            fig = Figure(figsize=(11, 4.2))
+            ax, bx = fig.subplots(1, 2)
             keys = {k for k, _ in columns(res)}
             if axes:
                 a = axes[0]
@@ -148,5 +148,4 @@ def draw_regimes(res, path):
             bx.text(0.99, 0.99, "bars: ±2 SE (Monte Carlo; quadrature has none)",
                     transform=bx.transAxes, ha="right", va="top", fontsize=7, color="0.4")
         fig.savefig(path, dpi=130, bbox_inches="tight")
-        plt.close(fig)
     return path

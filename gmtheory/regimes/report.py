@@ -20,7 +20,7 @@ def fmt(v, se=None):
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "—"
     s = f"{v:.4g}"
-    if se:
+    if se and se > 1e-12 * abs(v):
         s += f" ± {se:.2g}"
     return s
 
