@@ -31,7 +31,7 @@ docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 lint: $(STAMP)
-	$(BIN)/ruff check gmtheory tests examples docs/hooks.py
+	$(BIN)/ruff check gmtheory tests examples docs/hooks.py docs/notebooks
 
 bench: $(STAMP)
 	$(BIN)/gmtheory bench operator
