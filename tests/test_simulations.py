@@ -59,10 +59,10 @@ def test_profile_file_is_the_typed_schema(name):
     """simulations/NAME.toml has [quick] with every field and [paper] with only the fields
     that differ; both load into the config dataclass with the fields' exact types."""
     import dataclasses
-    import tomllib
     import typing
 
     from gmtheory.simulations import load_profile, profile_path
+    from gmtheory.simulations._base import tomllib  # tomli before Python 3.11
 
     sim = _registry()[name]
     path = profile_path(name)
@@ -167,3 +167,17 @@ def test_cli_run_config(tmp_path, monkeypatch, capsys):
     f.write_text("grid = 11\n")
     assert main(["run", "gated-experts", "--config", str(f)]) == 0
     assert seen[-1] == ("gated-experts", "quick", {"grid": 11})
+
+
+def test_grid_and_assemble_grid():
+    from gmtheory.simulations import assemble_grid, grid
+
+    axes = {"d": [2, 5], "sep": [1.0, 2.0, 3.0]}
+    pts = grid(**axes)
+    assert pts[:2] == [{"d": 2, "sep": 1.0}, {"d": 2, "sep": 2.0}] and len(pts) == 6
+    res = [{"x": np.full(4, 10 * p["d"] + p["sep"]), "s": np.asarray(p["sep"])} for p in pts]
+    out = assemble_grid(pts, res, axes)
+    assert out["x"].shape == (2, 3, 4) and out["s"].shape == (2, 3)
+    assert out["x"][1, 2, 0] == 53.0 and out["s"][0, 1] == 2.0
+    with pytest.raises(ValueError, match="not the grid"):
+        assemble_grid(pts[::-1], res, axes)

@@ -9,7 +9,9 @@ from ._base import (
     SIMULATIONS,
     SimConfig,
     Simulation,
+    assemble_grid,
     get_simulation,
+    grid,
     last_run_stats,
     load_profile,
     make_config,
@@ -38,6 +40,6 @@ def load_all() -> None:
     )
 
 
-__all__ = ["SIMULATIONS", "SimConfig", "Simulation", "get_simulation", "load_all",
-           "last_run_stats", "load_profile", "make_config", "parse_overrides", "profile_path",
-           "read_config_file", "register", "run_simulation"]
+__all__ = ["SIMULATIONS", "SimConfig", "Simulation", "assemble_grid", "get_simulation", "grid",
+           "load_all", "last_run_stats", "load_profile", "make_config", "parse_overrides",
+           "profile_path", "read_config_file", "register", "run_simulation"]

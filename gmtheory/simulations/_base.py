@@ -20,6 +20,7 @@ with a warning that names the changed files.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import shutil
 import sys
 import time
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jax
+import numpy as np
 from tqdm.auto import tqdm
 
 from ..cache import (
@@ -49,7 +51,7 @@ else:  # pragma: no cover
 
 __all__ = ["Simulation", "SimConfig", "register", "get_simulation", "SIMULATIONS",
            "run_simulation", "parse_overrides", "make_config", "last_run_stats", "profiles_dir",
-           "profile_path", "load_profile", "read_config_file"]
+           "profile_path", "load_profile", "read_config_file", "grid", "assemble_grid"]
 
 SIMULATIONS: dict[str, Simulation] = {}
 PROFILES = ("quick", "paper")
@@ -191,6 +193,27 @@ def parse_overrides(config_cls, items) -> dict:
             raise ValueError(f"--set {k}: given more than once.")
         out[k] = _convert(v.strip(), hints[k], k)
     return out
+
+
+def grid(**axes) -> list[dict]:
+    """The points of the product grid of named axes, the last axis varying fastest:
+    ``grid(d=(2, 5), sep=(1.0, 2.0))`` is ``[{"d": 2, "sep": 1.0}, {"d": 2, "sep": 2.0},
+    {"d": 5, "sep": 1.0}, {"d": 5, "sep": 2.0}]``."""
+    return [dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())]
+
+
+def assemble_grid(points, results, axes: dict, keys=None) -> dict:
+    """Each result array of a sweep over ``grid(**axes)`` stacked into shape
+    ``(len(axis1), len(axis2), ..., *result_shape)`` (``keys``: which results; default
+    all).  The points must be ``grid(**axes)`` in its order (extra point keys allowed)."""
+    want = grid(**axes)
+    if len(points) != len(want) or any({k: p[k] for k in axes} != w
+                                       for p, w in zip(points, want, strict=True)):
+        raise ValueError(f"assemble_grid: the points are not the grid of axes {list(axes)}.")
+    shape = tuple(len(v) for v in axes.values())
+    keys = list(results[0]) if keys is None else keys
+    return {k: np.stack([np.asarray(r[k]) for r in results]).reshape(
+        *shape, *np.shape(results[0][k])) for k in keys}
 
 
 def profiles_dir() -> Path:

@@ -23,7 +23,7 @@ import numpy as np
 from .. import denoising as D
 from ..mixture import GaussianMixture
 from ..problems import stream_key
-from ._base import SimConfig, Simulation, register
+from ._base import SimConfig, Simulation, assemble_grid, grid, register
 
 __all__ = ["Fig2Config", "IteratesConfig", "SweepConfig", "fig2_problem", "PHASE_FLOOR"]
 
@@ -174,11 +174,13 @@ def _sweep_point(cfg, point, key):
     return {"single": jnp.asarray(best), "two": two, "linear": gap}
 
 
+def _sweep_axes(cfg):
+    return {"ratio": [float(r) for r in cfg.ratios], "sep": [float(s) for s in cfg.seps]}
+
+
 def _sweep_assemble(cfg, points, results):
-    shape = (len(cfg.ratios), len(cfg.seps))
     out = {"ratios": np.array(cfg.ratios), "seps": np.array(cfg.seps)}
-    for k in ("single", "two", "linear"):
-        out[k] = np.array([float(r[k]) for r in results]).reshape(shape)
+    out.update(assemble_grid(points, results, _sweep_axes(cfg), ("single", "two", "linear")))
     return out
 
 
@@ -204,8 +206,7 @@ register(Simulation(
     description="Phase diagram: best single head, two heads and linear attention vs (xi/gamma, "
                 "separation).",
     config_cls=SweepConfig,
-    points=lambda cfg: [{"ratio": float(r), "sep": float(s)} for r in cfg.ratios
-                        for s in cfg.seps],
+    points=lambda cfg: grid(**_sweep_axes(cfg)),
     run_point=_sweep_point,
     assemble=_sweep_assemble,
     summary=_sweep_summary,

@@ -35,7 +35,7 @@ import optax
 
 from .. import lda, stats
 from ..training import train
-from ._base import SimConfig, Simulation, register
+from ._base import SimConfig, Simulation, assemble_grid, grid, register
 
 __all__ = ["Fig1Config", "SGDConfig", "FinitePromptConfig", "SweepConfig", "fig1_rates",
            "sgd_runs", "tail_excess", "sgd_epsilon", "time_within", "TAIL_FRACTION",
@@ -556,17 +556,20 @@ def _sweep_point(cfg, point, key):
             "b_star": lda.bayes_score(prob)[1]}
 
 
+def _sweep_axes(cfg):
+    return {"d": [int(d) for d in cfg.d], "separation": [float(s) for s in cfg.separation],
+            "pi_pos": [float(p) for p in cfg.pi_pos]}
+
+
 def _sweep_points(cfg):
-    return [{"d": int(d), "pi_pos": float(p), "separation": float(s)}
-            for d in cfg.d for s in cfg.separation for p in cfg.pi_pos]
+    return grid(**_sweep_axes(cfg))
 
 
 def _sweep_assemble(cfg, points, res):
-    shape = (len(cfg.d), len(cfg.separation), len(cfg.pi_pos))
     out = {"d": np.array(cfg.d), "pi_pos": np.array(cfg.pi_pos),
            "separation": np.array(cfg.separation)}
-    for k in ("softmax_excess", "linear_excess", "b_star"):
-        out[k] = np.array([float(r[k]) for r in res]).reshape(shape)
+    out.update(assemble_grid(points, res, _sweep_axes(cfg),
+                             ("softmax_excess", "linear_excess", "b_star")))
     return out
 
 
