@@ -181,3 +181,11 @@ def test_grid_and_assemble_grid():
     assert out["x"][1, 2, 0] == 53.0 and out["s"][0, 1] == 2.0
     with pytest.raises(ValueError, match="not the grid"):
         assemble_grid(pts[::-1], res, axes)
+    # a sweep that skips cells: grid(keep=...) and fill
+    part = grid(**axes, keep=lambda p: p["sep"] != 2.0)
+    assert len(part) == 4
+    res = [{"x": np.full(2, p["sep"])} for p in part]
+    with pytest.raises(ValueError, match="not the grid"):
+        assemble_grid(part, res, axes)
+    x = assemble_grid(part, res, axes, fill=np.nan)["x"]
+    assert x.shape == (2, 3, 2) and np.isnan(x[:, 1]).all() and (x[:, 2] == 3.0).all()

@@ -195,25 +195,40 @@ def parse_overrides(config_cls, items) -> dict:
     return out
 
 
-def grid(**axes) -> list[dict]:
+def grid(*, keep: Callable | None = None, **axes) -> list[dict]:
     """The points of the product grid of named axes, the last axis varying fastest:
     ``grid(d=(2, 5), sep=(1.0, 2.0))`` is ``[{"d": 2, "sep": 1.0}, {"d": 2, "sep": 2.0},
-    {"d": 5, "sep": 1.0}, {"d": 5, "sep": 2.0}]``."""
-    return [dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())]
+    {"d": 5, "sep": 1.0}, {"d": 5, "sep": 2.0}]``; ``keep(point)`` drops the points for
+    which it is false (a sweep that skips some cells)."""
+    pts = [dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())]
+    return pts if keep is None else [p for p in pts if keep(p)]
 
 
-def assemble_grid(points, results, axes: dict, keys=None) -> dict:
+def assemble_grid(points, results, axes: dict, keys=None, *, fill=None) -> dict:
     """Each result array of a sweep over ``grid(**axes)`` stacked into shape
     ``(len(axis1), len(axis2), ..., *result_shape)`` (``keys``: which results; default
-    all).  The points must be ``grid(**axes)`` in its order (extra point keys allowed)."""
-    want = grid(**axes)
-    if len(points) != len(want) or any({k: p[k] for k in axes} != w
-                                       for p, w in zip(points, want, strict=True)):
-        raise ValueError(f"assemble_grid: the points are not the grid of axes {list(axes)}.")
+    all).  The points must be ``grid(**axes)`` in its order (extra point keys allowed);
+    with ``fill`` (e.g. ``np.nan``) they may skip cells (``grid(keep=...)``), which hold
+    ``fill``."""
     shape = tuple(len(v) for v in axes.values())
+    cells = {tuple(p.values()): i for i, p in enumerate(grid(**axes))}
+    at = [cells.get(tuple(p.get(a) for a in axes)) for p in points]
+    full = fill is None
+    if None in at or at != sorted(set(at)) or (full and len(at) != len(cells)):
+        raise ValueError(f"assemble_grid: the points are not the grid of axes {list(axes)}"
+                         + ("" if full else " (or part of it, in its order)") + ".")
     keys = list(results[0]) if keys is None else keys
-    return {k: np.stack([np.asarray(r[k]) for r in results]).reshape(
-        *shape, *np.shape(results[0][k])) for k in keys}
+    out = {}
+    for k in keys:
+        rows = np.stack([np.asarray(r[k]) for r in results])
+        if full:
+            out[k] = rows.reshape(*shape, *rows.shape[1:])
+        else:
+            flat = np.full((len(cells), *rows.shape[1:]), fill,
+                           dtype=np.result_type(rows, np.asarray(fill)))
+            flat[at] = rows
+            out[k] = flat.reshape(*shape, *rows.shape[1:])
+    return out
 
 
 def profiles_dir() -> Path:

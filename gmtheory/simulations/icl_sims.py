@@ -16,7 +16,7 @@ import jax
 import numpy as np
 
 from .. import hermite, icl, stats
-from ._base import SimConfig, Simulation, register
+from ._base import SimConfig, Simulation, assemble_grid, grid, register
 
 __all__ = ["DoubleDescentConfig", "AlphaConfig", "GtaskConfig", "EquivalenceConfig",
            "FiniteDConfig", "EQUIV"]
@@ -60,23 +60,24 @@ def effective_sizes(d: int, alpha: float, tau: float, kappa: float):
     return eff, ok
 
 
+def _sweep_axes(cfg, series_name, series, x_name, xs):
+    """The named axes (d, series, x) of a sweep; numbers as floats, names as they are."""
+    val = lambda v: v if isinstance(v, str) else float(v)
+    return {"d": [int(d) for d in cfg.ds], series_name: [val(s) for s in series],
+            x_name: [val(x) for x in xs]}
+
+
 def _sweep_points(cfg, series_name, series, x_name, xs, abc):
     """Points ``{d, series, x}`` whose sizes are within SIZE_TOL (``abc(s, x)`` gives the
     nominal ``(alpha, tau, kappa)``)."""
-    return [{"d": int(d), series_name: float(s), x_name: float(x)}
-            for d in cfg.ds for s in series for x in xs
-            if effective_sizes(d, *abc(s, x))[1]]
+    return grid(**_sweep_axes(cfg, series_name, series, x_name, xs),
+                keep=lambda p: effective_sizes(p["d"], *abc(p[series_name], p[x_name]))[1])
 
 
 def _sweep_grid(cfg, points, res, series_name, series, x_name, xs, field):
     """Trials of ``field`` as an array (d, series, x, trials), NaN where not simulated."""
-    out = np.full((len(cfg.ds), len(series), len(xs), cfg.trials), np.nan)
-    key = lambda v: v if isinstance(v, str) else float(v)
-    idx = lambda v, seq: [key(x) for x in seq].index(key(v))
-    for p, r in zip(points, res, strict=True):
-        out[list(cfg.ds).index(p["d"]), idx(p[series_name], series),
-            idx(p[x_name], xs)] = np.asarray(r[field])
-    return out
+    return assemble_grid(points, res, _sweep_axes(cfg, series_name, series, x_name, xs),
+                         (field,), fill=np.nan)[field]
 
 
 def _gap_stats(out, sims, theory_at):
@@ -379,8 +380,8 @@ def equivalence_tolerance(d: int) -> float:
 
 
 def _eq_points(cfg):
-    return [{"d": int(d), "f": f, "tau": float(t)} for d in cfg.ds for f in cfg.fs
-            for t in cfg.taus if effective_sizes(d, cfg.alpha, t, cfg.kappa)[1]]
+    return grid(**_sweep_axes(cfg, "f", cfg.fs, "tau", cfg.taus),
+                keep=lambda p: effective_sizes(p["d"], cfg.alpha, p["tau"], cfg.kappa)[1])
 
 
 def _eq_point(cfg, p, key):
