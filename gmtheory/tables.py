@@ -157,7 +157,8 @@ def measure_simulations(names=None, measured_dir=MEASURED, results_dir=None) -> 
     folder with the persistent XLA cache off (``GMTHEORY_NO_JAX_CACHE=1``), so each time
     includes the interpreter's start, the imports and every compilation; writes
     ``docs/measured/simulations.json`` after each run (an interrupted measurement keeps
-    what it has) and returns its content."""
+    what it has), with the 1-minute load average at the start and now, and returns its
+    content."""
     import os
     import platform
     import subprocess
@@ -176,8 +177,11 @@ def measure_simulations(names=None, measured_dir=MEASURED, results_dir=None) -> 
                    f"process per simulation run one after the other, persistent XLA cache "
                    f"off (every compilation included), {os.cpu_count()}-core CPU "
                    f"({platform.machine()}, no accelerator), {time.strftime('%Y-%m-%d')}; "
-                   "measured by `python -m gmtheory.tables --measure`."),
+                   "measured by `python -m gmtheory.tables --measure` (load_average: the "
+                   "machine's 1-minute load at its start and end; above the core count, "
+                   "other processes shared the CPU and the times are upper bounds)."),
            "seconds": dict(old)}
+    load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             t0 = time.perf_counter()
@@ -185,6 +189,7 @@ def measure_simulations(names=None, measured_dir=MEASURED, results_dir=None) -> 
                             "--no-progress", "--results", results_dir or tmp], env=env,
                            check=True, stdout=subprocess.DEVNULL)
             res["seconds"][name] = round(time.perf_counter() - t0, 1)
+            res["load_average"] = [round(load0, 1), round(os.getloadavg()[0], 1)]
             print(f"{name:<24} {res['seconds'][name]:8.1f} s", flush=True)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
