@@ -18,12 +18,9 @@ FOLDERS = {"figures": ("*.png",), "derivations": ("*.md",)}
 
 
 def _generated_pages() -> dict[str, str]:
-    import json
-
     from gmtheory import tables
 
-    tpath = ROOT / "simulations" / "timings.json"
-    timings = json.loads(tpath.read_text()) if tpath.exists() else {}
+    timings = tables.simulation_timings(ROOT / tables.MEASURED)
     return {"figures.md": tables.figures_index(png_prefix="figures/"),
             "simulations.md": tables.simulations_index(timings)}
 

@@ -16,6 +16,7 @@ EPILOG = """examples:
   gmtheory figures                     all figures, quick profile, into figures/
   gmtheory figures fig1 fig4 fig5      named figures
   gmtheory run prompt-convergence --set reps=128,Ls=100,1000,10000
+  gmtheory run denoise-fig2 --config my.toml   key = value lines over simulations/NAME.toml
   gmtheory run lda-sweep --set pi_pos=0.5,0.7,0.9,separation=1,2,d=2,5
   gmtheory explore my-problem.toml --out my-problem
                                        your own mixture: Bayes vs linear vs softmax heads
@@ -89,14 +90,28 @@ def _distributed(args) -> bool:
 
 
 def cmd_run(args) -> int:
-    from .simulations import get_simulation, make_config, parse_overrides, run_simulation
+    from .simulations import (
+        get_simulation,
+        make_config,
+        parse_overrides,
+        read_config_file,
+        run_simulation,
+    )
 
     sim = get_simulation(args.simulation)
-    overrides = parse_overrides(sim.config_cls, args.set)
-    cfg = make_config(sim, args.profile, overrides)
+    profile, overrides = args.profile, {}
+    if args.config:
+        named, overrides = read_config_file(sim, args.config)
+        if named and profile and named != profile:
+            raise ValueError(f"--profile {profile}: {args.config} names profile {named!r}; "
+                             "give one of them.")
+        profile = profile or named
+    profile = profile or "quick"
+    overrides = {**overrides, **parse_overrides(sim.config_cls, args.set)}
+    cfg = make_config(sim, profile, overrides)
     joined = _distributed(args)
     try:
-        arrays, meta, stem = run_simulation(args.simulation, args.profile, overrides,
+        arrays, meta, stem = run_simulation(args.simulation, profile, overrides,
                                             results_dir=args.results, force=args.force,
                                             progress=not args.no_progress)
     finally:
@@ -277,8 +292,9 @@ def _xla_cache_state() -> str:
 
 
 def _write_timings(path: Path, results_dir, names) -> None:
-    """Quick-profile run time of the figures' simulations (from their cached sidecars), for
-    simulations/README.md (copy to simulations/timings.json)."""
+    """Quick-profile run time of the figures' simulations (from their cached sidecars).
+    The committed times of simulations/README.md are measured separately, one process per
+    simulation: ``python -m gmtheory.tables --measure``."""
     import warnings
 
     from .cache import StaleResultWarning, atomic_write_bytes
@@ -414,9 +430,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("run", help="run one simulation (resumable, cached)")
     sp.add_argument("simulation", metavar="SIMULATION")
-    sp.add_argument("--profile", choices=("quick", "paper"), default="quick")
+    sp.add_argument("--profile", choices=("quick", "paper"), default=None,
+                    help="the base profile, from simulations/SIMULATION.toml (default: the "
+                         "--config file's profile, else quick)")
+    sp.add_argument("--config", metavar="FILE.toml",
+                    help="your own parameters: key = value lines laid over the profile, "
+                         "optionally with profile = \"quick\" or \"paper\"")
     sp.add_argument("--set", action="append", metavar="KEY=VALUE",
-                    help="override config fields; a=1,b=2 and tuples Ls=10,100 allowed")
+                    help="override config fields (after --config); a=1,b=2 and tuples "
+                         "Ls=10,100 allowed")
     sp.add_argument("--results", default=RESULTS,
                     help=f"simulation cache folder (default {RESULTS}/)")
     sp.add_argument("--force", action="store_true", help="ignore the cache")

@@ -4,7 +4,8 @@
 * :func:`figures_index` — every registered figure: caption, the command that redraws it,
   its simulation and the checks that back its claim;
 * :func:`simulations_index` — every simulation: what it runs, its quick and paper
-  configurations, and its measured quick run time (from ``simulations/timings.json``).
+  configurations (from ``simulations/NAME.toml``), and its measured quick run time (from
+  ``docs/measured/simulations.json``, written by :func:`measure_simulations`).
 
 These belong to the application layer (like :mod:`gmtheory.cli`): they import the
 registries; the library modules never import them.
@@ -18,7 +19,12 @@ import re
 from pathlib import Path
 
 __all__ = ["checks_table", "figures_index", "simulations_index", "write_indexes", "readme_map",
-           "update_readme", "measured_block", "update_blocks", "reference_links"]
+           "update_readme", "measured_block", "update_blocks", "reference_links",
+           "simulation_timings", "measure_simulations"]
+
+# recorded measurements (benchmarks, cold runs, simulation times): see "measured blocks" below
+MEASURED = Path("docs/measured")
+SIM_TIMES = "simulations.json"  # in MEASURED: quick-profile run time of every simulation
 
 
 def _cell(text) -> str:
@@ -161,38 +167,102 @@ def figures_index(png_prefix: str = "") -> str:
     return "\n".join(out)
 
 
-def _config_text(cfg) -> str:
-    return ", ".join(f"{f.name}={getattr(cfg, f.name)!r}" for f in dataclasses.fields(cfg))
+def _config_text(values: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in values.items())
 
 
-def _changed(quick, paper) -> str:
-    diff = [f"{f.name}={getattr(paper, f.name)!r}" for f in dataclasses.fields(paper)
-            if getattr(paper, f.name) != getattr(quick, f.name)]
+def _changed(quick: dict, paper: dict) -> str:
+    diff = [f"{k}={v!r}" for k, v in paper.items() if v != quick[k]]
     return ", ".join(diff) or "same as quick"
 
 
+def simulation_timings(measured_dir=MEASURED) -> dict:
+    """The recorded quick-profile run times: ``{"how": ..., "seconds": {name: s}}`` from
+    ``docs/measured/simulations.json`` (``{}`` when it is missing)."""
+    path = Path(measured_dir) / SIM_TIMES
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def simulations_index(timings: dict | None = None) -> str:
-    """Every simulation: description, quick config, paper changes and quick run time."""
+    """Every simulation: description, profile file, quick config, paper changes and quick
+    run time (``timings`` as :func:`simulation_timings` returns it, read when ``None``)."""
     from .simulations import SIMULATIONS, load_all
+    from .simulations._base import load_profile
 
     load_all()
-    timings = timings or {}
+    timings = simulation_timings() if timings is None else timings
+    secs = timings.get("seconds", {})
+    how = timings.get("how", "not measured yet")
     out = ["# Simulations", "",
-           "One entry per simulation of `gmtheory run NAME [--profile quick|paper] [--set "
-           "key=value ...]` (generated from the simulation registry). Results are cached in "
+           "One entry per simulation of `gmtheory run NAME [--profile quick|paper] [--config "
+           "my.toml] [--set key=value ...]` (generated from the simulation registry by `python "
+           "-m gmtheory.tables`). Each simulation's parameters are in `simulations/NAME.toml`: "
+           "the `[quick]` table lists every field, the `[paper]` table only the fields whose "
+           "value differs from quick (the paper profile is quick with those replaced); the "
+           "fields' types are those of the simulation's config dataclass, named in the file's "
+           "header. `--config my.toml` lays a file of your own over a profile: the same "
+           "`key = value` lines at the top level, and optionally `profile = \"paper\"` as "
+           "the base (default quick); `--set` applies on top of both. Results are cached in "
            "`simulations/results/<name>/` (the default `--results` folder) as `.npz` + JSON "
            "sidecar, keyed by the config and by a fingerprint of the source code that "
-           "produced them. Quick run times: measured by `gmtheory reproduce` on a 2-core CPU "
-           "(compilation included).", ""]
+           f"produced them. Quick run times: {how}", ""]
     for name in sorted(SIMULATIONS):
         sim = SIMULATIONS[name]
-        quick, paper = sim.config_cls.quick(), sim.config_cls.paper()
-        t = timings.get(name)
+        order = [f.name for f in dataclasses.fields(sim.config_cls)]
+        quick, paper = load_profile(sim, "quick"), load_profile(sim, "paper")
+        quick = {k: quick[k] for k in order if k in quick}
+        t = secs.get(name)
         out += [f"## {name}", "", _cell(sim.description), "",
+                f"* profiles: `simulations/{name}.toml`",
                 f"* quick: `{_config_text(quick)}`",
                 f"* paper: `{_changed(quick, paper)}`",
                 f"* quick run time: {f'{t:.0f} s' if t is not None else 'not measured'}", ""]
     return "\n".join(out)
+
+
+def measure_simulations(names=None, measured_dir=MEASURED, results_dir=None) -> dict:
+    """Time ``gmtheory run NAME --force --no-progress`` (quick profile) for every simulation
+    (or ``names``), one fresh process each, one after the other, into an empty results
+    folder with the persistent XLA cache off (``GMTHEORY_NO_JAX_CACHE=1``), so each time
+    includes the interpreter's start, the imports and every compilation; writes
+    ``docs/measured/simulations.json`` after each run (an interrupted measurement keeps
+    what it has), with the 1-minute load average at the start and now, and returns its
+    content."""
+    import os
+    import platform
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    from .simulations import SIMULATIONS, load_all
+
+    load_all()
+    names = sorted(SIMULATIONS) if names is None else list(names)
+    path = Path(measured_dir) / SIM_TIMES
+    old = simulation_timings(measured_dir).get("seconds", {})
+    env = {**os.environ, "GMTHEORY_NO_JAX_CACHE": "1"}
+    res = {"how": (f"wall-clock time of `gmtheory run NAME --force --no-progress`, one fresh "
+                   f"process per simulation run one after the other, persistent XLA cache "
+                   f"off (every compilation included), {os.cpu_count()}-core CPU "
+                   f"({platform.machine()}, no accelerator), {time.strftime('%Y-%m-%d')}; "
+                   "measured by `python -m gmtheory.tables --measure` (load_average: the "
+                   "machine's 1-minute load at its start and end; above the core count, "
+                   "other processes shared the CPU and the times are upper bounds)."),
+           "seconds": dict(old)}
+    load0 = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "gmtheory.cli", "run", name, "--force",
+                            "--no-progress", "--results", results_dir or tmp], env=env,
+                           check=True, stdout=subprocess.DEVNULL)
+            res["seconds"][name] = round(time.perf_counter() - t0, 1)
+            res["load_average"] = [round(load0, 1), round(os.getloadavg()[0], 1)]
+            print(f"{name:<24} {res['seconds'][name]:8.1f} s", flush=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
+    return res
 
 
 def write_indexes(figures_dir="figures", simulations_dir="simulations",
@@ -200,11 +270,9 @@ def write_indexes(figures_dir="figures", simulations_dir="simulations",
     """Write ``figures/README.md``, ``simulations/README.md`` and ``docs/checks.md`` (the
     committed indexes)."""
     figures_dir, simulations_dir = Path(figures_dir), Path(simulations_dir)
-    tpath = simulations_dir / "timings.json"
-    timings = json.loads(tpath.read_text()) if tpath.exists() else {}
     out = []
     for path, text in ((figures_dir / "README.md", figures_index()),
-                       (simulations_dir / "README.md", simulations_index(timings)),
+                       (simulations_dir / "README.md", simulations_index()),
                        (Path(docs_dir) / "checks.md", checks_page())):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -268,7 +336,6 @@ def update_readme(path="README.md") -> bool:
 # output, or the log of a cold ``make reproduce``) by the code that printed them, so that
 # the README and docs/performance.md show real output and cannot drift from it.
 
-MEASURED = Path("docs/measured")
 BLOCK_START, BLOCK_END = "<!-- measured: ", "<!-- measured end -->"
 
 
@@ -421,9 +488,13 @@ def update_blocks(path, measured_dir=MEASURED) -> bool:
 
 
 if __name__ == "__main__":  # python -m gmtheory.tables: regenerate the committed indexes
+    import sys
+
     import gmtheory
 
     gmtheory.enable_x64()
+    if sys.argv[1:2] == ["--measure"]:  # [NAME ...]: time the quick simulations first
+        measure_simulations(sys.argv[2:] or None)
     update_readme()
     for p in write_indexes():
         print(f"wrote {p}")

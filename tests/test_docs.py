@@ -1,6 +1,5 @@
 """The README, the examples and the generated indexes run and stay true to the code."""
 
-import json
 import re
 import runpy
 import sys
@@ -43,11 +42,20 @@ def test_committed_indexes_match_the_registries():
         "docs/checks.md is stale: run `python -m gmtheory.tables`"
     assert (ROOT / "figures" / "README.md").read_text() == tables.figures_index(), \
         "figures/README.md is stale: run `python -m gmtheory.tables`"
-    tpath = ROOT / "simulations" / "timings.json"
-    timings = json.loads(tpath.read_text()) if tpath.exists() else {}
+    timings = tables.simulation_timings(ROOT / tables.MEASURED)
     assert (ROOT / "simulations" / "README.md").read_text() == \
         tables.simulations_index(timings), \
         "simulations/README.md is stale: run `python -m gmtheory.tables`"
+
+
+def test_every_simulation_has_a_measured_quick_time():
+    from gmtheory.simulations import SIMULATIONS, load_all
+
+    load_all()
+    secs = tables.simulation_timings(ROOT / tables.MEASURED).get("seconds", {})
+    assert sorted(secs) == sorted(SIMULATIONS), \
+        "docs/measured/simulations.json: run `python -m gmtheory.tables --measure [NAME ...]`"
+    assert "not measured" not in (ROOT / "simulations" / "README.md").read_text()
 
 
 def test_figure_index_lists_every_figure():

@@ -33,3 +33,159 @@ def test_paper_profiles(tmp_path, name):
         _check_prompt_convergence(a)
     else:
         np.testing.assert_allclose(a["gates"].sum(-1), 1.0, atol=1e-12)
+
+
+# ----------------------------------------------------------------- the TOML profiles
+# Cheap: they read files and build configs, no simulation runs.
+
+def _registry():
+    from gmtheory.simulations import SIMULATIONS, load_all
+
+    load_all()
+    return SIMULATIONS
+
+
+def _exact_type(value, typ):
+    import typing
+
+    if typing.get_origin(typ) is tuple:
+        inner = typing.get_args(typ)[0]
+        return type(value) is tuple and all(type(v) is inner for v in value)
+    return type(value) is typ
+
+
+@pytest.mark.parametrize("name", sorted(_registry()))
+def test_profile_file_is_the_typed_schema(name):
+    """simulations/NAME.toml has [quick] with every field and [paper] with only the fields
+    that differ; both load into the config dataclass with the fields' exact types."""
+    import dataclasses
+    import typing
+
+    from gmtheory.simulations import load_profile, profile_path
+    from gmtheory.simulations._base import tomllib  # tomli before Python 3.11
+
+    sim = _registry()[name]
+    path = profile_path(name)
+    assert path.parent.name == "simulations" and path.exists(), path
+    doc = tomllib.loads(path.read_text())
+    assert set(doc) == {"quick", "paper"}, f"{path}: tables {sorted(doc)}"
+    fields = [f.name for f in dataclasses.fields(sim.config_cls)]
+    assert sorted(doc["quick"]) == sorted(fields), f"{path}: [quick] must list every field"
+    hints = typing.get_type_hints(sim.config_cls)
+    quick, paper = load_profile(sim, "quick"), load_profile(sim, "paper")
+    for k in doc["paper"]:
+        assert paper[k] != quick[k], f"{path}: [paper] repeats quick's {k} = {quick[k]!r}"
+    for prof, values in (("quick", quick), ("paper", paper)):
+        cfg = make_config(sim, prof)
+        assert dataclasses.asdict(cfg) == values
+        for k, v in values.items():
+            assert _exact_type(v, hints[k]), f"{path} [{prof}] {k}: {v!r} is not {hints[k]}"
+
+
+def test_profiles_dir_is_the_checkout_folder():
+    from pathlib import Path
+
+    from gmtheory.simulations._base import profiles_dir
+
+    assert profiles_dir() == Path(__file__).resolve().parents[1] / "simulations"
+
+
+def _fake_profiles(monkeypatch, tmp_path, text, name="gated-experts"):
+    import gmtheory.simulations._base as base
+
+    (tmp_path / f"{name}.toml").write_text(text)
+    monkeypatch.setattr(base, "profiles_dir", lambda: tmp_path)
+    return get_simulation(name)
+
+
+def test_unknown_key_in_a_profile_is_named(monkeypatch, tmp_path):
+    sim = _fake_profiles(monkeypatch, tmp_path, "[quick]\ngrid = 5\n\n[paper]\ngird = 7\n")
+    assert make_config(sim, "quick").grid == 5
+    with pytest.raises(ValueError) as e:
+        make_config(sim, "paper")
+    msg = str(e.value)
+    for part in ("gated-experts.toml", "[paper]", "'gird'", "valid keys: seed, grid, extent"):
+        assert part in msg, msg
+
+
+@pytest.mark.parametrize("text, match", [
+    ("[quick]\ngrid = 2.5\n", r"\[quick\]: grid: expected int, got 2.5"),
+    ("[quick]\nextent = \"far\"\n", "extent: expected float"),
+    ("[quick]\n[fast]\n", "unknown table or key 'fast'"),
+    ("[quick\n", "not valid TOML"),
+])
+def test_bad_profile_files(monkeypatch, tmp_path, text, match):
+    sim = _fake_profiles(monkeypatch, tmp_path, text)
+    with pytest.raises(ValueError, match=match):
+        make_config(sim, "quick")
+
+
+def test_config_file_over_a_profile(tmp_path):
+    from gmtheory.simulations import parse_overrides, read_config_file
+
+    sim = get_simulation("denoise-sweep")
+    f = tmp_path / "my.toml"
+    f.write_text('simulation = "denoise-sweep"\nprofile = "paper"\nstarts = 2\n'
+                 'seps = [1, 2]\n')
+    profile, over = read_config_file(sim, f)
+    assert profile == "paper" and over == {"starts": 2, "seps": (1.0, 2.0)}
+    cfg = make_config(sim, profile, {**over, **parse_overrides(sim.config_cls, "starts=3")})
+    assert (cfg.starts, cfg.seps, cfg.gh_order) == (3, (1.0, 2.0), 24)  # gh_order: paper
+    f.write_text("starts = 2\nstrats = 3\n")
+    with pytest.raises(ValueError, match=r"my.toml: unknown key 'strats'.*valid keys: seed"):
+        read_config_file(sim, f)
+    f.write_text('simulation = "gated-experts"\n')
+    with pytest.raises(ValueError, match="written for simulation 'gated-experts'"):
+        read_config_file(sim, f)
+
+
+def test_cli_run_config(tmp_path, monkeypatch, capsys):
+    """--config sets the profile and the fields, --set goes on top, --profile must agree."""
+    import dataclasses
+
+    import gmtheory.simulations as sims
+    from gmtheory.cli import main
+
+    seen = []
+
+    def fake_run(name, profile, overrides, **kw):
+        seen.append((name, profile, overrides))
+        return {}, {}, tmp_path / "r"
+
+    monkeypatch.setattr(sims, "run_simulation", fake_run)
+    monkeypatch.setitem(sims.SIMULATIONS, "gated-experts",
+                        dataclasses.replace(get_simulation("gated-experts"), summary=None))
+    f = tmp_path / "my.toml"
+    f.write_text('profile = "paper"\nextent = 3\ngrid = 11\n')
+    assert main(["run", "gated-experts", "--config", str(f), "--set", "grid=9"]) == 0
+    assert seen == [("gated-experts", "paper", {"extent": 3.0, "grid": 9})]
+    assert "GatedExpertsConfig(seed=0, grid=9, extent=3.0" in capsys.readouterr().out
+    assert main(["run", "gated-experts", "--config", str(f), "--profile", "quick"]) == 2
+    assert "names profile 'paper'" in capsys.readouterr().err
+    assert main(["run", "gated-experts", "--config", str(tmp_path / "none.toml")]) == 2
+    assert "--config: no such file" in capsys.readouterr().err
+    f.write_text("grid = 11\n")
+    assert main(["run", "gated-experts", "--config", str(f)]) == 0
+    assert seen[-1] == ("gated-experts", "quick", {"grid": 11})
+
+
+def test_grid_and_assemble_grid():
+    from gmtheory.simulations import assemble_grid, grid
+
+    axes = {"d": [2, 5], "sep": [1.0, 2.0, 3.0]}
+    pts = grid(**axes)
+    assert pts[:2] == [{"d": 2, "sep": 1.0}, {"d": 2, "sep": 2.0}] and len(pts) == 6
+    res = [{"x": np.full(4, 10 * p["d"] + p["sep"]), "s": np.asarray(p["sep"])} for p in pts]
+    out = assemble_grid(pts, res, axes)
+    assert out["x"].shape == (2, 3, 4) and out["s"].shape == (2, 3)
+    assert out["x"][1, 2, 0] == 53.0 and out["s"][0, 1] == 2.0
+    with pytest.raises(ValueError, match="not the grid"):
+        assemble_grid(pts[::-1], res, axes)
+    # a sweep that skips cells: grid(keep=...) and fill
+    part = grid(**axes, keep=lambda p: p["sep"] != 2.0)
+    assert len(part) == 4
+    res = [{"x": np.full(2, p["sep"])} for p in part]
+    with pytest.raises(ValueError, match="not the grid"):
+        assemble_grid(part, res, axes)
+    x = assemble_grid(part, res, axes, fill=np.nan)["x"]
+    assert x.shape == (2, 3, 2) and np.isnan(x[:, 1]).all() and (x[:, 2] == 3.0).all()

@@ -1,15 +1,23 @@
-"""Experiments: each has a frozen config with ``quick`` and ``paper`` profiles.
+"""Experiments: each has a frozen config dataclass (the typed schema) and ``quick`` and
+``paper`` profiles in the repository's ``simulations/NAME.toml``.
 
-``gmtheory run NAME [--profile quick|paper] [--set key=value ...]`` runs one.
+``gmtheory run NAME [--profile quick|paper] [--config my.toml] [--set key=value ...]``
+runs one.
 """
 
 from ._base import (
     SIMULATIONS,
+    SimConfig,
     Simulation,
+    assemble_grid,
     get_simulation,
+    grid,
     last_run_stats,
+    load_profile,
     make_config,
     parse_overrides,
+    profile_path,
+    read_config_file,
     register,
     run_simulation,
 )
@@ -32,5 +40,6 @@ def load_all() -> None:
     )
 
 
-__all__ = ["SIMULATIONS", "Simulation", "get_simulation", "load_all", "last_run_stats",
-           "make_config", "parse_overrides", "register", "run_simulation"]
+__all__ = ["SIMULATIONS", "SimConfig", "Simulation", "assemble_grid", "get_simulation", "grid",
+           "load_all", "last_run_stats", "load_profile", "make_config", "parse_overrides",
+           "profile_path", "read_config_file", "register", "run_simulation"]

@@ -1,8 +1,11 @@
 """Simulation registry and the resumable runner behind ``gmtheory run`` and ``figures``.
 
-A simulation is a frozen config dataclass with ``quick`` and ``paper`` profiles, a
-list of sweep points, a function computing one point from its own ``jax.random``
-key (``fold_in(key(seed), index)``), and an ``assemble`` step.  Each finished point
+A simulation is a frozen config dataclass (the typed schema of its parameters, a
+:class:`SimConfig`), a ``quick`` and a ``paper`` profile in the TOML file
+``simulations/NAME.toml`` of the repository (:func:`load_profile`; ``gmtheory run NAME
+--config my.toml`` lays a user's file over one), a list of sweep points, a function
+computing one point from its own ``jax.random`` key (``fold_in(key(seed), index)``), and
+an ``assemble`` step.  Each finished point
 is cached atomically, so an interrupted sweep resumes where it stopped (and a training
 run inside a point resumes from its last checkpoint); the assembled result is cached as
 ``.npz`` + JSON sidecar.
@@ -17,7 +20,9 @@ with a warning that names the changed files.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import shutil
+import sys
 import time
 import typing
 from collections.abc import Callable
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jax
+import numpy as np
 from tqdm.auto import tqdm
 
 from ..cache import (
@@ -39,11 +45,25 @@ from ..cache import (
 )
 from ..training import checkpoint_scope
 
-__all__ = ["Simulation", "register", "get_simulation", "SIMULATIONS", "run_simulation",
-           "parse_overrides", "make_config", "last_run_stats"]
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["Simulation", "SimConfig", "register", "get_simulation", "SIMULATIONS",
+           "run_simulation", "parse_overrides", "make_config", "last_run_stats", "profiles_dir",
+           "profile_path", "load_profile", "read_config_file", "grid", "assemble_grid"]
 
 SIMULATIONS: dict[str, Simulation] = {}
 PROFILES = ("quick", "paper")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """The field every simulation's config has: the seed of its ``jax.random`` keys (each
+    point draws from ``fold_in(key(seed), index)``).  Configs subclass it."""
+
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -177,13 +197,142 @@ def parse_overrides(config_cls, items) -> dict:
     return out
 
 
-def make_config(sim: Simulation, profile: str = "quick", overrides: dict | None = None):
+def grid(*, keep: Callable | None = None, **axes) -> list[dict]:
+    """The points of the product grid of named axes, the last axis varying fastest:
+    ``grid(d=(2, 5), sep=(1.0, 2.0))`` is ``[{"d": 2, "sep": 1.0}, {"d": 2, "sep": 2.0},
+    {"d": 5, "sep": 1.0}, {"d": 5, "sep": 2.0}]``; ``keep(point)`` drops the points for
+    which it is false (a sweep that skips some cells)."""
+    pts = [dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())]
+    return pts if keep is None else [p for p in pts if keep(p)]
+
+
+def assemble_grid(points, results, axes: dict, keys=None, *, fill=None) -> dict:
+    """Each result array of a sweep over ``grid(**axes)`` stacked into shape
+    ``(len(axis1), len(axis2), ..., *result_shape)`` (``keys``: which results; default
+    all).  The points must be ``grid(**axes)`` in its order (extra point keys allowed);
+    with ``fill`` (e.g. ``np.nan``) they may skip cells (``grid(keep=...)``), which hold
+    ``fill``."""
+    shape = tuple(len(v) for v in axes.values())
+    cells = {tuple(p.values()): i for i, p in enumerate(grid(**axes))}
+    at = [cells.get(tuple(p.get(a) for a in axes)) for p in points]
+    full = fill is None
+    if None in at or at != sorted(set(at)) or (full and len(at) != len(cells)):
+        raise ValueError(f"assemble_grid: the points are not the grid of axes {list(axes)}"
+                         + ("" if full else " (or part of it, in its order)") + ".")
+    keys = list(results[0]) if keys is None else keys
+    out = {}
+    for k in keys:
+        rows = np.stack([np.asarray(r[k]) for r in results])
+        if full:
+            out[k] = rows.reshape(*shape, *rows.shape[1:])
+        else:
+            flat = np.full((len(cells), *rows.shape[1:]), fill,
+                           dtype=np.result_type(rows, np.asarray(fill)))
+            flat[at] = rows
+            out[k] = flat.reshape(*shape, *rows.shape[1:])
+    return out
+
+
+def profiles_dir() -> Path:
+    """The folder of the simulations' profiles (``NAME.toml``): the repository's top-level
+    ``simulations/`` folder, which an editable install (``make``, ``pip install -e``) or a
+    source checkout finds beside the package; a regular install carries a copy as the
+    package data ``gmtheory/simulations/profiles/`` (``pyproject.toml`` maps the folder).
+    """
+    checkout = Path(__file__).resolve().parents[2] / "simulations"
+    if any(checkout.glob("*.toml")):
+        return checkout
+    return Path(__file__).resolve().parent / "profiles"
+
+
+def profile_path(name: str) -> Path:
+    """The TOML file of simulation ``name``'s profiles."""
+    return profiles_dir() / f"{name}.toml"
+
+
+def _toml_value(value, typ, where: str):
+    """A TOML value as the field type ``typ``: arrays become tuples, integers are accepted
+    for floats (``lr = 1`` is ``1.0``); anything else of the wrong type is refused."""
+    tname = getattr(typ, "__name__", str(typ))
+    if typing.get_origin(typ) is tuple:
+        if not isinstance(value, list):
+            raise ValueError(f"{where}: expected an array of {typing.get_args(typ)[0].__name__}"
+                             f", got {value!r}.")
+        inner = typing.get_args(typ)[0]
+        return tuple(_toml_value(v, inner, where) for v in value)
+    if typ is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if typ in (int, float, str, bool) and type(value) is typ:
+        return value
+    raise ValueError(f"{where}: expected {tname}, got {value!r}.")
+
+
+def _typed(config_cls, table: dict, where: str) -> dict:
+    """Check the keys of one TOML table against ``config_cls`` and convert its values."""
+    hints = typing.get_type_hints(config_cls)
+    fields = [f.name for f in dataclasses.fields(config_cls)]
+    out = {}
+    for k, v in table.items():
+        if k not in fields:
+            raise ValueError(f"{where}: unknown key {k!r} for {config_cls.__name__}; valid "
+                             f"keys: {', '.join(fields)}.")
+        out[k] = _toml_value(v, hints[k], f"{where}: {k}")
+    return out
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: not valid TOML ({e}).") from None
+
+
+def load_profile(sim: Simulation, profile: str = "quick") -> dict:
+    """The fields of ``sim``'s ``profile`` as read from ``simulations/NAME.toml``: the
+    ``[quick]`` table, and for ``paper`` the ``[quick]`` table updated by ``[paper]`` (which
+    lists what differs).  Values are converted to the config's field types; an unknown key,
+    table or value of the wrong type raises ``ValueError`` naming the file and profile."""
     if profile not in PROFILES:
         raise ValueError(f"profile: must be one of {PROFILES}, got {profile!r}.")
-    cfg = getattr(sim.config_cls, profile)()
-    if overrides:
-        cfg = dataclasses.replace(cfg, **overrides)
-    return cfg
+    path = profile_path(sim.name)
+    if not path.exists():
+        raise ValueError(f"simulation {sim.name!r}: no profile file {path}.")
+    doc = _read_toml(path)
+    extra = sorted(set(doc) - set(PROFILES))
+    if extra:
+        raise ValueError(f"{path}: unknown table or key {extra[0]!r}; a profile file holds "
+                         f"the tables {list(PROFILES)}.")
+    out = {}
+    for p in PROFILES[:PROFILES.index(profile) + 1]:   # quick, then paper on top
+        if not isinstance(doc.get(p, {}), dict):
+            raise ValueError(f"{path}: {p!r} must be a table ([{p}]).")
+        out.update(_typed(sim.config_cls, doc.get(p, {}), f"{path} [{p}]"))
+    return out
+
+
+def read_config_file(sim: Simulation, path) -> tuple[str | None, dict]:
+    """A user's run file (``gmtheory run NAME --config my.toml``): top-level keys are
+    config fields, plus optionally ``profile = "quick"|"paper"`` (the base they are laid
+    over) and ``simulation = "NAME"`` (checked against ``sim``).  Returns the profile
+    (``None`` when the file names none) and the converted fields."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"--config: no such file {str(path)!r}.")
+    doc = dict(_read_toml(path))
+    profile = doc.pop("profile", None)
+    if profile is not None and profile not in PROFILES:
+        raise ValueError(f"{path}: profile must be one of {PROFILES}, got {profile!r}.")
+    named = doc.pop("simulation", sim.name)
+    if named != sim.name:
+        raise ValueError(f"{path}: written for simulation {named!r}, not {sim.name!r}.")
+    return profile, _typed(sim.config_cls, doc, str(path))
+
+
+def make_config(sim: Simulation, profile: str = "quick", overrides: dict | None = None):
+    """The config of ``sim``'s ``profile`` (from its TOML file) with ``overrides`` (typed
+    values, e.g. from :func:`parse_overrides` or :func:`read_config_file`) on top."""
+    return sim.config_cls(**{**load_profile(sim, profile), **(overrides or {})})
 
 
 _LAST_STATS: dict = {}

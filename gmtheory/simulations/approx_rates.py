@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import approx as A
 from ..problems import stream_key
-from ._base import Simulation, register
+from ._base import SimConfig, Simulation, register
 
 __all__ = ["TARGETS", "measure", "adversarial_max_error", "ApproxRatesConfig"]
 
@@ -121,17 +121,8 @@ def measure(target: str, values=None, *, key=None, n_random: int = 4096):
 
 
 @dataclass(frozen=True)
-class ApproxRatesConfig:
-    seed: int = 0
+class ApproxRatesConfig(SimConfig):
     n_random: int = 4096
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(n_random=65536)
 
 
 def _run_point(cfg, point, key):

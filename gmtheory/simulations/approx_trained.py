@@ -28,7 +28,7 @@ import optax
 
 from .. import approx as A
 from ..training import train
-from ._base import Simulation, register
+from ._base import SimConfig, Simulation, register
 
 __all__ = ["ApproxTrainedConfig", "train_family"]
 
@@ -36,22 +36,13 @@ RECIP_A = 0.25
 
 
 @dataclass(frozen=True)
-class ApproxTrainedConfig:
-    seed: int = 0
+class ApproxTrainedConfig(SimConfig):
     seeds: int = 3
     steps: int = 1500
     lr: float = 1e-2
     n_train: int = 513
     levels: tuple[int, ...] = (1, 2, 3)
     pieces: tuple[int, ...] = (4, 8, 16)
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(seeds=8, steps=20000, levels=(1, 2, 3, 4, 5), pieces=(4, 8, 16, 32, 64))
 
 
 def _init(key, family, size):

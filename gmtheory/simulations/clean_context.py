@@ -40,14 +40,13 @@ from ..operators import linear_attention, softmax_attention, softmax_attention_l
 from ..problems import stream_key
 from ..stats import mean_se
 from ..training import minimize_lbfgs, train
-from ._base import Simulation, register
+from ._base import SimConfig, Simulation, register
 
 __all__ = ["CleanContextConfig", "clean_prompts"]
 
 
 @dataclass(frozen=True)
-class CleanContextConfig:
-    seed: int = 0
+class CleanContextConfig(SimConfig):
     d: int = 16
     centres: int = 8
     L: int = 500
@@ -59,14 +58,6 @@ class CleanContextConfig:
     pool: int = 800
     test: int = 200
     seeds: int = 2
-
-    @classmethod
-    def quick(cls):
-        return cls(steps=300)
-
-    @classmethod
-    def paper(cls):
-        return cls(seeds=6)
 
 
 def _mixture(key, cfg):

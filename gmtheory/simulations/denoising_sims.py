@@ -23,7 +23,7 @@ import numpy as np
 from .. import denoising as D
 from ..mixture import GaussianMixture
 from ..problems import stream_key
-from ._base import Simulation, register
+from ._base import SimConfig, Simulation, assemble_grid, grid, register
 
 __all__ = ["Fig2Config", "IteratesConfig", "SweepConfig", "fig2_problem", "PHASE_FLOOR"]
 
@@ -32,8 +32,7 @@ fig2_problem = D.figure2_mixture
 
 
 @dataclass(frozen=True)
-class Fig2Config:
-    seed: int = 0
+class Fig2Config(SimConfig):
     seeds: int = 4
     steps: int = 4000
     lr: float = 2e-3
@@ -43,14 +42,6 @@ class Fig2Config:
     eval_every: int = 20
     gh_order: int = 20
     single_head_starts: int = 10
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(seeds=8, steps=40000, eval_every=100, single_head_starts=50)
 
 
 def _fig2_run(cfg, point, key):
@@ -95,22 +86,13 @@ register(Simulation(
 
 
 @dataclass(frozen=True)
-class IteratesConfig:
-    seed: int = 0
+class IteratesConfig(SimConfig):
     xi_strong: float = 2.0
     xi_weak: float = 4.0
     n_starts: int = 24
     n_iter: int = 30
     n_lambda: int = 200
     n_critical: int = 100_000
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(n_starts=48, n_lambda=1000, n_critical=1_000_000)
 
 
 def _iterates_run(cfg, point, key):
@@ -161,27 +143,16 @@ PHASE_FLOOR = 1e-12
 
 
 @dataclass(frozen=True)
-class SweepConfig:
+class SweepConfig(SimConfig):
     """Phase diagram over (xi/gamma, |m1 - m2|/xi) with gamma = 1, d = 2.
 
     Means ``m_{1,2} = (±D/2, 1)`` (equal norms, non-collinear), ``D = sep * xi``, pi = 1/2.
     """
 
-    seed: int = 0
     ratios: tuple[float, ...] = (0.35, 0.6, 1.0, 1.7, 2.8)
     seps: tuple[float, ...] = (0.5, 1.5, 2.5, 3.5, 5.0)
     starts: int = 1
     gh_order: int = 16
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(ratios=tuple(np.round(np.geomspace(0.3, 3.0, 15), 4).tolist()),
-                   seps=tuple(np.round(np.linspace(0.4, 6.0, 15), 4).tolist()),
-                   starts=8, gh_order=24)
 
 
 def sweep_problem(ratio: float, sep: float):
@@ -203,11 +174,13 @@ def _sweep_point(cfg, point, key):
     return {"single": jnp.asarray(best), "two": two, "linear": gap}
 
 
+def _sweep_axes(cfg):
+    return {"ratio": [float(r) for r in cfg.ratios], "sep": [float(s) for s in cfg.seps]}
+
+
 def _sweep_assemble(cfg, points, results):
-    shape = (len(cfg.ratios), len(cfg.seps))
     out = {"ratios": np.array(cfg.ratios), "seps": np.array(cfg.seps)}
-    for k in ("single", "two", "linear"):
-        out[k] = np.array([float(r[k]) for r in results]).reshape(shape)
+    out.update(assemble_grid(points, results, _sweep_axes(cfg), ("single", "two", "linear")))
     return out
 
 
@@ -233,8 +206,7 @@ register(Simulation(
     description="Phase diagram: best single head, two heads and linear attention vs (xi/gamma, "
                 "separation).",
     config_cls=SweepConfig,
-    points=lambda cfg: [{"ratio": float(r), "sep": float(s)} for r in cfg.ratios
-                        for s in cfg.seps],
+    points=lambda cfg: grid(**_sweep_axes(cfg)),
     run_point=_sweep_point,
     assemble=_sweep_assemble,
     summary=_sweep_summary,

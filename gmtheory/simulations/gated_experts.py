@@ -14,26 +14,17 @@ import numpy as np
 
 from ..mixture import GaussianMixture
 from ..operators import attention_gates, linear_attention_limit, softmax_attention_limit
-from ._base import Simulation, register
+from ._base import SimConfig, Simulation, register
 
 __all__ = ["GatedExpertsConfig", "gated_experts_problem"]
 
 
 @dataclass(frozen=True)
-class GatedExpertsConfig:
-    seed: int = 0
+class GatedExpertsConfig(SimConfig):
     grid: int = 61
     extent: float = 4.0
     u_scale: float = 1.5
     cov_scale: float = 0.25
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(grid=201)
 
 
 def gated_experts_problem(cfg):

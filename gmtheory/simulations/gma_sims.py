@@ -50,9 +50,9 @@ from ..problems import stream_key
 from ..quadrature import gauss_hermite_nodes
 from ..stats import mean_se
 from ..training import train
-from ._base import Simulation, register
+from ._base import SimConfig, Simulation, register
 
-__all__ = ["RecallConfig", "LMConfig", "GMMConfig", "train_seeds", "StepClock"]
+__all__ = ["GMAModelConfig", "RecallConfig", "LMConfig", "GMMConfig", "train_seeds", "StepClock"]
 
 LN2 = float(np.log(2.0))
 
@@ -179,9 +179,31 @@ def _pad(a, n, value):
     return np.pad(a, [(0, 0), (0, n - a.shape[1])], constant_values=value)
 
 
+# ------------------------------------------------------------------ shared model fields
+@dataclass(frozen=True)
+class GMAModelConfig(SimConfig):
+    """The fields the three GMA experiments share: the seeds trained at once, the mixers
+    compared, the model (:class:`gmtheory.gma_models.ModelConfig`: width ``d_model``,
+    ``depth`` blocks of ``heads`` heads, MLP width ``mlp_hidden``, ``K`` GMA components,
+    ``features`` random features of FAVOR+) and the optimiser (``steps`` of ``batch``
+    sequences, AdamW peaking at ``lr``: :func:`gmtheory.gma_models.make_optimizer`)."""
+
+    seeds: int = 3
+    mixers: tuple[str, ...] = GM.MIXERS
+    d_model: int = 32
+    depth: int = 1
+    heads: int = 2
+    mlp_hidden: int = 64
+    K: int = 8
+    features: int = 16
+    steps: int = 150
+    batch: int = 16
+    lr: float = 3e-3
+
+
 # --------------------------------------------------------------------------- gma-recall
 @dataclass(frozen=True)
-class RecallConfig:
+class RecallConfig(GMAModelConfig):
     """ListOps and MQAR accuracy against sequence length, four mixers.
 
     Quick profile (~70 s on 2 cores; shares its four compiled programs with ``gma-lm``'s
@@ -197,9 +219,6 @@ class RecallConfig:
     5000 steps) is sized for one GPU.
     """
 
-    seed: int = 0
-    seeds: int = 3
-    mixers: tuple[str, ...] = GM.MIXERS
     tasks: tuple[str, ...] = ("listops", "mqar")
     listops_lengths: tuple[int, ...] = (16, 32)
     listops_causal: bool = True
@@ -207,29 +226,9 @@ class RecallConfig:
     mqar_pairs: int = 4
     mqar_keys: int = 16
     width: int = 32           # every sequence padded to this (0: each to its own N)
-    d_model: int = 32
-    depth: int = 1
-    heads: int = 2
-    mlp_hidden: int = 64
-    K: int = 8
-    features: int = 16
-    steps: int = 150
-    batch: int = 16
-    lr: float = 3e-3
     records: int = 5
     n_train: int = 2048
     n_test: int = 128         # evaluated in one batch every record (softmax: N^2 scores each)
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(listops_lengths=(500, 1000, 2000), listops_causal=False,
-                   mqar_lengths=(256, 512, 1024, 2048), mqar_pairs=16, mqar_keys=64, width=0,
-                   d_model=128, depth=2, heads=4, mlp_hidden=256, K=32, features=64,
-                   steps=5000, batch=64, lr=1e-3, records=20, n_train=20000, n_test=256)
 
 
 def _recall_lengths(cfg, task):
@@ -337,7 +336,7 @@ register(Simulation(
 
 # ------------------------------------------------------------------------------ gma-lm
 @dataclass(frozen=True)
-class LMConfig:
+class LMConfig(GMAModelConfig):
     """Causal byte-level LM on the Python standard library's top-level ``.py`` files
     (:func:`gmtheory.tasks.stdlib_corpus`: files whose name hashes to 0 mod 8 held out).
 
@@ -352,34 +351,12 @@ class LMConfig:
     256, 20000 steps).
     """
 
-    seed: int = 0
-    seeds: int = 3
-    mixers: tuple[str, ...] = GM.MIXERS
     max_train_bytes: int = 1_000_000
     max_val_bytes: int = 200_000
     width: int = 32
-    d_model: int = 32
-    depth: int = 1
-    heads: int = 2
-    mlp_hidden: int = 64
-    K: int = 8
-    features: int = 16
-    steps: int = 150
-    batch: int = 16
-    lr: float = 3e-3
     records: int = 5
     n_train: int = 2048       # 0: every non-overlapping window
     n_val: int = 128
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(max_train_bytes=0, max_val_bytes=0, width=512, d_model=256, depth=4,
-                   heads=4, mlp_hidden=1024, K=32, features=64, steps=20000, batch=32,
-                   lr=1e-3, records=40, n_train=0, n_val=512)
 
 
 @functools.lru_cache(maxsize=2)
@@ -550,7 +527,7 @@ register(Simulation(
 
 # ----------------------------------------------------------------------------- gma-gmm
 @dataclass(frozen=True)
-class GMMConfig:
+class GMMConfig(GMAModelConfig):
     """In-context classification of Gaussian-mixture points (:func:`gmtheory.tasks.gmm_icl`),
     case A (means fixed, labels permuted per prompt) and B (means redrawn per prompt).
 
@@ -571,36 +548,15 @@ class GMMConfig:
     profile: L = 128, 3000 steps, width 64).
     """
 
-    seed: int = 0
-    seeds: int = 3
-    mixers: tuple[str, ...] = ("softmax", "gma")
     cases: tuple[str, ...] = ("A", "B")
     d: int = 2
     n_classes: int = 3
     sep: float = 2.0
     var: float = 0.25
     L: int = 16
-    d_model: int = 32
-    depth: int = 1
-    heads: int = 2
-    mlp_hidden: int = 64
-    K: int = 8
-    features: int = 16
-    steps: int = 200
-    batch: int = 16
-    lr: float = 3e-3
     n_train: int = 8192
     n_test: int = 512
     order: int = 16
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(L=128, d_model=64, heads=4, mlp_hidden=128, K=16, features=32, steps=3000,
-                   batch=128, lr=1e-3, n_train=200_000, n_test=4096, order=24)
 
 
 def _gmm_points(cfg):

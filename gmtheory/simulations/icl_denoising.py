@@ -35,14 +35,13 @@ from ..operators import linear_attention, softmax_attention
 from ..problems import stream_key
 from ..stats import fit_linear, fit_loglog
 from ..training import train
-from ._base import Simulation, register
+from ._base import SimConfig, Simulation, register
 
 __all__ = ["ICLDenoisingConfig", "sample_prompts", "model_apply", "inverse_temperature_trend"]
 
 
 @dataclass(frozen=True)
-class ICLDenoisingConfig:
-    seed: int = 0
+class ICLDenoisingConfig(SimConfig):
     d: int = 2
     gamma: float = 0.5
     xi: float = 1.0
@@ -53,14 +52,6 @@ class ICLDenoisingConfig:
     n_queries: int = 8
     lr: float = 2e-2
     eval_prompts: int = 128
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(seeds=8, steps=10000, batch=64, lr=1e-2, eval_prompts=2048)
 
 
 def _task(key, d):

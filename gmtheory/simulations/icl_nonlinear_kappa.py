@@ -38,7 +38,7 @@ from scipy.optimize import brentq
 from scipy.special import erf
 
 from .. import hermite, icl, stats
-from ._base import Simulation, register
+from ._base import SimConfig, Simulation, register
 
 __all__ = ["NonlinearKappaConfig", "FUNCTIONS", "target_moments", "paired_trials", "theory",
            "half_point", "half_point_theory", "simulated", "KAPPAS", "KAPPA_ZERO",
@@ -253,8 +253,7 @@ def half_point(kappas, g_mean, g_se, kappa_ref):
 # ---------------------------------------------------------------- the sweep ------------
 
 @dataclass(frozen=True)
-class NonlinearKappaConfig:
-    seed: int = 0
+class NonlinearKappaConfig(SimConfig):
     ds: tuple[int, ...] = (16, 24)
     alphas: tuple[float, ...] = (10.0, 20.0)
     taus: tuple[float, ...] = (2.0, 4.0)          # paired with alphas (tau = 0.2 alpha)
@@ -264,14 +263,6 @@ class NonlinearKappaConfig:
     rho: float = 0.01
     lam: float = 1e-6
     trials: int = 6
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(ds=(32, 64), trials=12)
 
 
 def _pad(cfg, d, alpha, tau):

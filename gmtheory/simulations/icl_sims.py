@@ -16,7 +16,7 @@ import jax
 import numpy as np
 
 from .. import hermite, icl, stats
-from ._base import Simulation, register
+from ._base import SimConfig, Simulation, assemble_grid, grid, register
 
 __all__ = ["DoubleDescentConfig", "AlphaConfig", "GtaskConfig", "EquivalenceConfig",
            "FiniteDConfig", "EQUIV"]
@@ -60,23 +60,24 @@ def effective_sizes(d: int, alpha: float, tau: float, kappa: float):
     return eff, ok
 
 
+def _sweep_axes(cfg, series_name, series, x_name, xs):
+    """The named axes (d, series, x) of a sweep; numbers as floats, names as they are."""
+    val = lambda v: v if isinstance(v, str) else float(v)
+    return {"d": [int(d) for d in cfg.ds], series_name: [val(s) for s in series],
+            x_name: [val(x) for x in xs]}
+
+
 def _sweep_points(cfg, series_name, series, x_name, xs, abc):
     """Points ``{d, series, x}`` whose sizes are within SIZE_TOL (``abc(s, x)`` gives the
     nominal ``(alpha, tau, kappa)``)."""
-    return [{"d": int(d), series_name: float(s), x_name: float(x)}
-            for d in cfg.ds for s in series for x in xs
-            if effective_sizes(d, *abc(s, x))[1]]
+    return grid(**_sweep_axes(cfg, series_name, series, x_name, xs),
+                keep=lambda p: effective_sizes(p["d"], *abc(p[series_name], p[x_name]))[1])
 
 
 def _sweep_grid(cfg, points, res, series_name, series, x_name, xs, field):
     """Trials of ``field`` as an array (d, series, x, trials), NaN where not simulated."""
-    out = np.full((len(cfg.ds), len(series), len(xs), cfg.trials), np.nan)
-    key = lambda v: v if isinstance(v, str) else float(v)
-    idx = lambda v, seq: [key(x) for x in seq].index(key(v))
-    for p, r in zip(points, res, strict=True):
-        out[list(cfg.ds).index(p["d"]), idx(p[series_name], series),
-            idx(p[x_name], xs)] = np.asarray(r[field])
-    return out
+    return assemble_grid(points, res, _sweep_axes(cfg, series_name, series, x_name, xs),
+                         (field,), fill=np.nan)[field]
 
 
 def _gap_stats(out, sims, theory_at):
@@ -127,8 +128,7 @@ def _log_distance_grid(lo: float, hi: float, n: int, closest: float = 1e-4):
 # ---------------------------------------------------------------- double descent ------
 
 @dataclass(frozen=True)
-class DoubleDescentConfig:
-    seed: int = 0
+class DoubleDescentConfig(SimConfig):
     ds: tuple[int, ...] = (16, 32)
     alpha: float = 1.0
     kappa: float = float("inf")
@@ -136,15 +136,6 @@ class DoubleDescentConfig:
     lams: tuple[float, ...] = (1e-4, 1e-2, 1e-1)
     taus: tuple[float, ...] = (0.25, 0.5, 0.8, 1.25, 2.0, 4.0)
     trials: int = 4
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(ds=(16, 32, 64), trials=8,
-                   taus=(0.2, 0.4, 0.6, 0.8, 0.9, 1.1, 1.25, 1.5, 2, 3, 5))
 
 
 def _dd_abc(cfg):
@@ -203,8 +194,7 @@ register(Simulation(
 # ---------------------------------------------------------------- alpha ----------------
 
 @dataclass(frozen=True)
-class AlphaConfig:
-    seed: int = 0
+class AlphaConfig(SimConfig):
     ds: tuple[int, ...] = (16, 32)
     tau: float = 3.0
     kappas: tuple[float, ...] = (0.5, float("inf"))
@@ -212,15 +202,6 @@ class AlphaConfig:
     lam: float = 1e-4
     alphas: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
     trials: int = 4
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(ds=(16, 32, 64), trials=8,
-                   alphas=(0.125, 0.25, 0.5, 1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48))
 
 
 def _alpha_abc(cfg):
@@ -277,8 +258,7 @@ register(Simulation(
 # ---------------------------------------------------------------- g_task ---------------
 
 @dataclass(frozen=True)
-class GtaskConfig:
-    seed: int = 0
+class GtaskConfig(SimConfig):
     ds: tuple[int, ...] = (10, 20, 40)
     alphas: tuple[float, ...] = (6.0, 10.0, 20.0)
     kappas: tuple[float, ...] = (0.2, 0.5, 1.0, 2.0, 4.0, 16.0)
@@ -286,15 +266,6 @@ class GtaskConfig:
     lam: float = 1e-6
     trials: int = 4
     dmmse_draws: int = 400
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(ds=(10, 20, 40, 80), trials=16, dmmse_draws=1000,
-                   kappas=(0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.6, 2.0, 4.0, 8.0, 16.0, 32.0))
 
 
 def _gtask_abc(cfg):
@@ -390,8 +361,7 @@ def equivalent_moments(name: str, rho: float) -> dict:
 
 
 @dataclass(frozen=True)
-class EquivalenceConfig:
-    seed: int = 0
+class EquivalenceConfig(SimConfig):
     ds: tuple[int, ...] = (24,)
     alpha: float = 2.0
     kappa: float = float("inf")
@@ -400,14 +370,6 @@ class EquivalenceConfig:
     taus: tuple[float, ...] = (0.5, 2.0, 4.0)
     fs: tuple[str, ...] = ("relu", "sign", "tanh", "erf")
     trials: int = 3
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(ds=(32, 64), trials=8, taus=(0.3, 0.6, 0.8, 1.5, 2.0, 3.0, 5.0))
 
 
 #: finite-d tolerance of the nonlinear simulation against the equivalent-linear theory:
@@ -418,8 +380,8 @@ def equivalence_tolerance(d: int) -> float:
 
 
 def _eq_points(cfg):
-    return [{"d": int(d), "f": f, "tau": float(t)} for d in cfg.ds for f in cfg.fs
-            for t in cfg.taus if effective_sizes(d, cfg.alpha, t, cfg.kappa)[1]]
+    return grid(**_sweep_axes(cfg, "f", cfg.fs, "tau", cfg.taus),
+                keep=lambda p: effective_sizes(p["d"], cfg.alpha, p["tau"], cfg.kappa)[1])
 
 
 def _eq_point(cfg, p, key):
@@ -496,8 +458,7 @@ register(Simulation(
 # ---------------------------------------------------------------- finite d -------------
 
 @dataclass(frozen=True)
-class FiniteDConfig:
-    seed: int = 0
+class FiniteDConfig(SimConfig):
     ds: tuple[int, ...] = (8, 16, 32)
     alpha: float = 2.0
     tau: float = 2.0
@@ -505,14 +466,6 @@ class FiniteDConfig:
     rho: float = 0.1
     lam: float = 1e-3
     trials: int = 8
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(ds=(8, 16, 32, 64, 96), trials=16)
 
 
 def _fd_point(cfg, p, key):

@@ -35,7 +35,7 @@ import optax
 
 from .. import lda, stats
 from ..training import train
-from ._base import Simulation, register
+from ._base import SimConfig, Simulation, assemble_grid, grid, register
 
 __all__ = ["Fig1Config", "SGDConfig", "FinitePromptConfig", "SweepConfig", "fig1_rates",
            "sgd_runs", "tail_excess", "sgd_epsilon", "time_within", "TAIL_FRACTION",
@@ -58,13 +58,13 @@ def _record_every(steps: int, records: int = 20) -> int:
 # ---------------------------------------------------------------- Figure 1 ------------
 
 @dataclass(frozen=True)
-class Fig1Config:
+class Fig1Config(SimConfig):
     """Check lda.19's protocol: theta^(1) + ``amp`` along the slowest damped Hessian
     direction + N(0, noise^2) per entry; theta^(2) + N(0, noise^2) (Table 3).  The quick
     profile takes step 0.5 (5000x the paper's 1e-4: the same gradient flow in 5000x fewer
     iterations), so that the theta^(1) distance falls over several decades; the paper
     profile takes the paper's step.  Exponential fits start at iteration ``fit_from``."""
-    seed: int = 0
+
     steps: int = 2000
     record_every: int = 10
     lr: float = 0.5
@@ -72,14 +72,6 @@ class Fig1Config:
     noise: float = 1e-6
     order: int = 64
     fit_from: int = 200
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(steps=2_000_000, record_every=5000, lr=1e-4, order=96, fit_from=1_000_000)
 
 
 def _hessian_modes(prob, th, order):
@@ -178,8 +170,7 @@ register(Simulation(
 # ---------------------------------------------------------------- Figures 4 and 5 -----
 
 @dataclass(frozen=True)
-class SGDConfig:
-    seed: int = 0
+class SGDConfig(SimConfig):
     seeds: int = 8
     steps: int = 6000
     batch: int = 256
@@ -188,14 +179,6 @@ class SGDConfig:
     order: int = 40
     early_steps: int = 200   # Fig. 5 start: the same runs' first steps, recorded densely
     early_every: int = 2
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(seeds=16, steps=20_000)
 
 
 def _sgd_init(key, d, init):
@@ -386,8 +369,7 @@ register(Simulation(
 # ---------------------------------------------------------------- finite prompts ------
 
 @dataclass(frozen=True)
-class FinitePromptConfig:
-    seed: int = 0
+class FinitePromptConfig(SimConfig):
     Ls: tuple[int, ...] = (16, 64, 256, 1024)
     seeds: int = 3
     steps: int = 1500
@@ -401,14 +383,6 @@ class FinitePromptConfig:
     init_scale: float = 0.1
     order: int = 64
     fit_max_L: int = 256          # the softmax power-law fit uses L <= fit_max_L
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(seeds=5, steps=8000, eval_prompts=1024)
 
 
 def _prompts(prob, key, B, L, Q):
@@ -544,8 +518,7 @@ def sweep_problem(d: int, pi_pos: float, separation: float) -> lda.LDAProblem:
 
 
 @dataclass(frozen=True)
-class SweepConfig:
-    seed: int = 0
+class SweepConfig(SimConfig):
     pi_pos: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9)
     separation: tuple[float, ...] = (0.5, 1.0, 2.0, 3.0)
     d: tuple[int, ...] = (2, 5)
@@ -553,15 +526,6 @@ class SweepConfig:
     lr: float = 5e-2
     order: int = 32       # training
     eval_order: int = 96  # final risks (same rule for R* through the Bayes parameters)
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(pi_pos=(0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95),
-                   separation=(0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0), d=(2, 5), steps=10_000)
 
 
 @lru_cache(maxsize=32)
@@ -592,17 +556,20 @@ def _sweep_point(cfg, point, key):
             "b_star": lda.bayes_score(prob)[1]}
 
 
+def _sweep_axes(cfg):
+    return {"d": [int(d) for d in cfg.d], "separation": [float(s) for s in cfg.separation],
+            "pi_pos": [float(p) for p in cfg.pi_pos]}
+
+
 def _sweep_points(cfg):
-    return [{"d": int(d), "pi_pos": float(p), "separation": float(s)}
-            for d in cfg.d for s in cfg.separation for p in cfg.pi_pos]
+    return grid(**_sweep_axes(cfg))
 
 
 def _sweep_assemble(cfg, points, res):
-    shape = (len(cfg.d), len(cfg.separation), len(cfg.pi_pos))
     out = {"d": np.array(cfg.d), "pi_pos": np.array(cfg.pi_pos),
            "separation": np.array(cfg.separation)}
-    for k in ("softmax_excess", "linear_excess", "b_star"):
-        out[k] = np.array([float(r[k]) for r in res]).reshape(shape)
+    out.update(assemble_grid(points, res, _sweep_axes(cfg),
+                             ("softmax_excess", "linear_excess", "b_star")))
     return out
 
 

@@ -20,14 +20,13 @@ import numpy as np
 from .. import stats
 from ..operators import effective_sample_size, finite_prompt_variance
 from ..problems import make_problem, prompt_sq_errors, scale_to_quad
-from ._base import Simulation, register
+from ._base import SimConfig, Simulation, register
 
 __all__ = ["PromptConvergenceConfig"]
 
 
 @dataclass(frozen=True)
-class PromptConvergenceConfig:
-    seed: int = 0
+class PromptConvergenceConfig(SimConfig):
     d: int = 3
     n_components: int = 3
     n_queries: int = 4
@@ -37,18 +36,6 @@ class PromptConvergenceConfig:
     quad_levels: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 3.0, 4.0)
     L_ess: int = 3000
     reps_ess: int = 256
-
-    @classmethod
-    def quick(cls):
-        return cls()
-
-    @classmethod
-    def paper(cls):
-        return cls(
-            Ls=(100, 316, 1000, 3162, 10000, 31623, 100000, 316228, 1000000),
-            reps=256,
-            reps_ess=2048,
-        )
 
 
 def _points(cfg):
