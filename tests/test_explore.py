@@ -17,9 +17,9 @@ from gmtheory.regimes import Options, SpecError, explore, load_spec, problem_fro
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "explore"
 # small numerical options: the tests exercise every code path, not paper accuracy
-SMALL = Options(starts=1, maxiter=60, mc_samples=20_000, fit_samples=1024, order=10,
+SMALL = Options(starts=1, maxiter=40, mc_samples=8000, fit_samples=512, order=10,
                 fit_order=6, prompts=8, queries=64)
-SMALL_TOML = ("\n[options]\nstarts = 1\nmaxiter = 60\nmc_samples = 20000\nfit_samples = 1024"
+SMALL_TOML = ("\n[options]\nstarts = 1\nmaxiter = 40\nmc_samples = 8000\nfit_samples = 512"
               "\norder = 10\nfit_order = 6\n")
 
 
@@ -93,8 +93,8 @@ def test_paper_problems_give_the_values_of_the_checks(tmp_path):
                     "means": np.asarray(mix.means).tolist(),
                     "covs": np.asarray(mix.covs).tolist()},
         "denoising": {"noise": float(xi)},
-        "options": {"starts": 1, "maxiter": 40, "mc_samples": 20000, "heads": [2],
-                    "order": 10, "fit_order": 6}})
+        "options": {"starts": 1, "maxiter": 20, "mc_samples": 4000, "fit_samples": 256,
+                    "heads": [2], "order": 10, "fit_order": 6}})
     (p,) = explore(fig2, results_dir=tmp_path, progress=False).points
     gap, Ra, Rf, _ = D.linear_gap(mix, xi)
     assert p["bayes_risk"] == pytest.approx(float(Rf), rel=1e-12)
@@ -110,7 +110,7 @@ def test_paper_problems_give_the_values_of_the_checks(tmp_path):
                                       np.asarray(lp.m_neg).tolist()],
                             "covs": [np.asarray(lp.cov).tolist()] * 2},
                 "classification": {"labels": [1, 0]},
-                "options": {"mc_samples": 20000, "fit_samples": 1024}}
+                "options": {"mc_samples": 4000, "fit_samples": 256}}
         (q,) = explore(spec, results_dir=tmp_path, progress=False).points
         assert q["setting"] == "LDA (Section 3)"
         assert q["bayes_risk"] == pytest.approx(float(lda.bayes_risk(lp)), rel=1e-12)
@@ -218,11 +218,12 @@ def test_monte_carlo_path_prompt_lengths_and_a_trained_head(tmp_path):
     spec = {"task": "denoising", "name": "mc-d4",
             "mixture": {"weights": [0.4, 0.6], "means": rng.normal(size=(2, 4)).tolist(),
                         "covs": (A @ A.transpose(0, 2, 1) / 4 + 0.2 * np.eye(4)).tolist()},
-            "denoising": {"noise": 0.8}, "vary": {"L": [64, 256, 1024]},
-            "options": {"starts": 1, "maxiter": 40, "mc_samples": 20000, "fit_samples": 512,
-                        "heads": [1], "prompts": 16, "queries": 32, "train_steps": 20}}
+            "denoising": {"noise": 0.8}, "vary": {"L": [32, 64, 128]},
+            "options": {"starts": 1, "maxiter": 30, "mc_samples": 4000, "fit_samples": 256,
+                        "heads": [1], "prompts": 8, "queries": 16, "train_steps": 10,
+                        "train_prompts": 4, "train_queries": 8}}
     res = explore(spec, results_dir=tmp_path, progress=False)
-    assert [p["params"]["L"] for p in res.points] == [64, 256, 1024]
+    assert [p["params"]["L"] for p in res.points] == [32, 64, 128]
     for p in res.points:
         assert p["eval_method"].startswith("Monte Carlo") and p["bayes_risk_se"] > 0
         assert p["verdict"] == "PASS", _held(p)

@@ -2,8 +2,9 @@
 
 A jupytext percent-format notebook is a Python script whose cells are ``# %%`` comments,
 so running it with the venv's interpreter executes the same code, in the same order, as
-the notebook kernel of ``make docs`` (mkdocs-jupyter, ``execute: true``).  Each runs in a
-subprocess (a fresh JAX, the Agg backend) with its cache under the test's temp dir.
+the notebook kernel of ``make docs`` (mkdocs-jupyter, ``execute: true``).  They run in one
+subprocess (a fresh JAX, the Agg backend), each in its own namespace, with their cache
+under the test's temp dir.
 """
 
 import os
@@ -28,14 +29,28 @@ def test_notebooks_are_in_the_site():
         assert f"notebooks/{nb.name}" in docs_index, f"docs/examples.md does not list {nb.name}"
 
 
+DRIVER = """
+import runpy, sys, traceback
+for path in sys.argv[1:]:
+    print("=== notebook", path, flush=True)
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except BaseException:
+        traceback.print_exc()
+        print("=== failed", path, flush=True)
+        sys.exit(1)
+"""
+
+
 @pytest.mark.xdist_group("notebooks")
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs(notebook, tmp_path):
+def test_notebooks_run(tmp_path):
+    """All notebooks in one subprocess, one after the other (one JAX start-up, and the
+    explore programs they share compile once); a failure names its notebook."""
     env = dict(os.environ, MPLBACKEND="Agg",
                GMTHEORY_NOTEBOOK_RESULTS=str(tmp_path / "results"))
-    proc = subprocess.run([sys.executable, str(notebook)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, (f"{notebook.name} failed:\n{proc.stdout[-3000:]}\n"
+    proc = subprocess.run([sys.executable, "-c", DRIVER, *map(str, NOTEBOOKS)], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, (f"a notebook failed:\n{proc.stdout[-3000:]}\n"
                                   f"{proc.stderr[-5000:]}")
-    assert "notebook ran in" in proc.stdout
+    assert proc.stdout.count("notebook ran in") == len(NOTEBOOKS)
     assert "FAIL" not in proc.stdout and "ERROR" not in proc.stdout
