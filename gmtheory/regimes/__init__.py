@@ -117,7 +117,8 @@ def explore(problem, vary: dict | None = None, *, results_dir="simulations/resul
     ``problem`` is a :class:`Problem`, a path to a TOML spec or a dict in the spec's
     layout; ``vary`` replaces its ``[vary]`` axes (same forms: lists or
     ``{"start", "stop", "num"}``).  Each point is cached under ``results_dir/explore/``
-    (keyed by the problem, the point and the source code) and claimed before it is
+    (keyed by the problem, the point, the source code and the jax/jaxlib versions, x64 and
+    ``XLA_FLAGS``) and claimed before it is
     computed, so an interrupted sweep resumes and two processes share the points.
     With ``out`` the JSON and the report are written there too (:meth:`ExploreResult.write`).
     """
@@ -126,6 +127,7 @@ def explore(problem, vary: dict | None = None, *, results_dir="simulations/resul
     from ..cache import (
         check_writable,
         config_key,
+        environment_identity,
         load_result,
         release_claim,
         save_result,
@@ -142,6 +144,7 @@ def explore(problem, vary: dict | None = None, *, results_dir="simulations/resul
     fp = source_fingerprint("gmtheory.regimes.run_point")
     base = {k: v for k, v in prob.as_dict().items() if k not in ("vary", "name")}
     points = sweep_points(prob)
+    env = environment_identity()   # jax, jaxlib, x64 and XLA_FLAGS: part of every key
     folder = check_writable(Path(results_dir) / "explore" / f"{prob.name}-{config_key(base)}")
     t0 = time.perf_counter()
     records: dict[int, dict] = {}
@@ -152,7 +155,7 @@ def explore(problem, vary: dict | None = None, *, results_dir="simulations/resul
         waiting = []
         for i in pending:
             pt = points[i]
-            key = config_key(SCHEMA, base, pt, fp.digest)
+            key = config_key(SCHEMA, base, pt, fp.digest, env)
             stem = folder / f"point-{config_key(pt)}"
             hit = None if force else load_result(stem, key)
             if hit is None:
