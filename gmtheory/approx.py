@@ -48,6 +48,13 @@ from .operators import softmax_attention
 __all__ = [
     "Resources",
     "RELU_C",
+    "RELU_U",
+    "relu_tail_bound",
+    "compile_relu_network",
+    "relu_network_bound",
+    "CompiledNetwork",
+    "NetworkResources",
+    "max_one_head_gap_bound",
     "relu",
     "relu_bound",
     "interpolation_head",
@@ -84,13 +91,13 @@ class Resources:
                          max(self.max_beta, other.max_beta), self.anchors + other.anchors)
 
 
-def _relu_constant() -> float:
+def _relu_maximiser() -> float:
     # maximiser of u/(1+e^u): derivative zero where 1 + e^u - u e^u = 0
-    u = brentq(lambda u: 1.0 + math.exp(u) - u * math.exp(u), 0.5, 3.0, xtol=1e-15)
-    return u / (1.0 + math.exp(u))
+    return brentq(lambda u: 1.0 + math.exp(u) - u * math.exp(u), 0.5, 3.0, xtol=1e-15)
 
 
-RELU_C = _relu_constant()
+RELU_U = _relu_maximiser()  # u* ~ 1.2785: |t sigma(beta t) - ReLU(t)| peaks at |t| = u*/beta
+RELU_C = RELU_U / (1.0 + math.exp(RELU_U))
 
 
 def _check_beta(beta):
@@ -124,6 +131,22 @@ def relu(t, beta):
 def relu_bound(beta) -> float:
     """``sup_t |relu(t, beta) - ReLU(t)| = c / beta`` (attained at ``t = u*/beta``)."""
     return RELU_C / _check_beta(beta)
+
+
+def relu_tail_bound(beta, r):
+    """``sup_{|t| >= r} |relu(t, beta) - ReLU(t)|``: ``c/beta`` if ``beta r <= u*``, else
+    ``r / (1 + e^{beta r})``.
+
+    The error is ``|t| sigma(-beta |t|) = phi(beta |t|) / beta`` with ``phi(u) = u/(1+e^u)``,
+    increasing on ``[0, u*]`` and decreasing after, so away from ``0`` it is exponentially
+    small.  ``r`` may be an array (elementwise); ``r = 0`` gives :func:`relu_bound`.
+    """
+    beta = _check_beta(beta)
+    r = np.maximum(np.asarray(r, float), 0.0)
+    u = beta * r
+    with np.errstate(over="ignore"):
+        tail = r / (1.0 + np.exp(u))
+    return np.where(u <= RELU_U, RELU_C / beta, tail)
 
 
 # ------------------------------------------------------------- interpolation head
@@ -343,3 +366,255 @@ def reciprocal_newton_bound(a: float, steps: int, m: int, beta=None) -> float:
     for _ in range(int(steps)):
         R = R * R + delta
     return R / a
+
+
+def max_one_head_gap_bound(x, beta):
+    """Per-input gap bound of the one-head max: ``(n - 1) range e^{-beta delta}``.
+
+    ``x`` ``(B, n)``; ``range = max - min`` and ``delta`` the top-2 gap of each row.  Each
+    non-maximal ``i`` has weight ``softmax_i <= e^{-beta (max - x_i)} <= e^{-beta delta}``
+    and contributes ``(max - x_i) softmax_i <= range e^{-beta delta}`` to
+    ``max - out = sum_i softmax_i (max - x_i)``.  Returns ``(B,)``.
+    """
+    beta = _check_beta(beta)
+    x = np.asarray(x, float)
+    if x.ndim != 2 or x.shape[1] < 2:
+        raise ValueError(f"x: expected shape (B, n) with n >= 2, got {x.shape}.")
+    top = np.sort(x, axis=1)
+    delta = top[:, -1] - top[:, -2]
+    rng = top[:, -1] - top[:, 0]
+    return (x.shape[1] - 1) * rng * np.exp(-beta * delta)
+
+
+# ------------------------------------------------------------ ReLU network compiler
+@dataclass(frozen=True)
+class NetworkResources:
+    """Resources of a compiled ReLU network: one attention-ReLU head per hidden unit."""
+
+    heads_per_layer: tuple
+    layers: int
+    max_beta: float
+    betas: tuple
+    anchors: int = 0
+
+    @property
+    def heads(self) -> int:
+        return int(sum(self.heads_per_layer))
+
+
+def _is_relu(f) -> bool:
+    probe = np.array([-2.0, -0.5, 0.0, 0.25, 3.0])
+    try:
+        return f is jax.nn.relu or bool(np.array_equal(np.asarray(f(jnp.asarray(probe))),
+                                                       np.maximum(probe, 0.0)))
+    except Exception:  # noqa: BLE001 - a non-array activation is simply not ReLU
+        return False
+
+
+def _layers_from(layers):
+    """``[(W, b), ...]`` as float64 numpy arrays, from a list or an Equinox MLP."""
+    if hasattr(layers, "layers") and hasattr(layers, "activation"):  # equinox.nn.MLP
+        mlp = layers
+        if not _is_relu(mlp.activation):
+            raise ValueError("layers: the MLP's activation is not ReLU; the compiler emulates "
+                             "ReLU only (build it with activation=jax.nn.relu).")
+        final = getattr(mlp, "final_activation", None)
+        probe = np.array([-2.0, -0.5, 0.0, 0.25, 3.0])
+        if final is not None and not np.array_equal(np.asarray(final(jnp.asarray(probe))),
+                                                    probe):
+            raise ValueError("layers: the MLP's final_activation must be the identity "
+                             "(the compiled network has no activation after the last layer).")
+        out = []
+        for lin in mlp.layers:
+            W = np.asarray(lin.weight, float)
+            if W.ndim == 1:  # 'scalar' in/out sizes
+                W = W.reshape(-1, 1) if lin.in_features == "scalar" else W.reshape(1, -1)
+            b = np.zeros(W.shape[0]) if lin.bias is None else np.asarray(lin.bias, float)
+            out.append((W, b.reshape(-1)))
+        return out
+    if isinstance(layers, (str, bytes)) or not hasattr(layers, "__len__") or len(layers) == 0:
+        raise ValueError("layers: pass a non-empty list of (W, b) pairs (W of shape "
+                         "(out, in), b of shape (out,)) or an equinox.nn.MLP.")
+    out = []
+    prev = None
+    for i, wb in enumerate(layers):
+        if len(wb) != 2:
+            raise ValueError(f"layers[{i}]: expected a pair (W, b), got {len(wb)} items.")
+        W, b = np.asarray(wb[0], float), np.asarray(wb[1], float)
+        if W.ndim != 2:
+            raise ValueError(f"layers[{i}]: W must be 2-D (out, in), got shape {W.shape}.")
+        if b.shape != (W.shape[0],):
+            raise ValueError(f"layers[{i}]: b must have shape ({W.shape[0]},) to match W "
+                             f"{W.shape}, got {b.shape}.")
+        if prev is not None and W.shape[1] != prev:
+            raise ValueError(f"layers[{i}]: W has {W.shape[1]} inputs but layer {i - 1} has "
+                             f"{prev} outputs; W must have shape (out, {prev}).")
+        if not (np.all(np.isfinite(W)) and np.all(np.isfinite(b))):
+            raise ValueError(f"layers[{i}]: W and b must be finite.")
+        out.append((W, b))
+        prev = W.shape[0]
+    return out
+
+
+def _box(lo, hi, d_in):
+    lo = np.broadcast_to(np.asarray(lo, float), (d_in,)) if np.ndim(lo) == 0 else \
+        np.asarray(lo, float)
+    hi = np.broadcast_to(np.asarray(hi, float), (d_in,)) if np.ndim(hi) == 0 else \
+        np.asarray(hi, float)
+    for name, v in (("lo", lo), ("hi", hi)):
+        if v.shape != (d_in,):
+            raise ValueError(f"{name}: expected a scalar or shape ({d_in},) for the network's "
+                             f"{d_in} inputs, got {v.shape}.")
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"{name}: the box must be bounded (finite lo and hi).")
+    if not np.all(lo < hi):
+        raise ValueError(f"lo, hi: need lo < hi in every coordinate (a non-empty box), got "
+                         f"lo={lo.tolist()}, hi={hi.tolist()}.")
+    return lo.copy(), hi.copy()
+
+
+def relu_network_bound(layers, lo, hi, betas):
+    """Certified sup error of the attention emulation of a ReLU network on a box, per output.
+
+    ``layers`` ``[(W_l, b_l)]`` (ReLU after every layer but the last), ``betas`` one scale
+    per hidden layer.  Interval arithmetic gives ``z_l in [zlo, zhi]`` for the exact
+    pre-activations; by induction ``|h^_l - h_l| <= E_l`` componentwise, with ``E_0 = 0``,
+    ``D_l = |W_l| E_{l-1}`` (so ``|z^_l - z_l| <= D_l`` and ``z^_l in [zlo - D, zhi + D]``),
+    ``E_l = min(D_l, ReLU(zhi + D_l) - ReLU(zlo - D_l)) + relu_tail_bound(beta_l, r_l)`` with
+    ``r_l`` the distance of ``[zlo - D, zhi + D]`` from 0 (ReLU is 1-Lipschitz and maps that
+    interval into ``[ReLU(zlo - D), ReLU(zhi + D)]``).  Returns ``|W_L| E_{L-1}``, shape
+    ``(d_out,)``; docs/topics/approx.md#compile-your-own-relu-network.
+    """
+    layers = _layers_from(layers)
+    lo, hi = _box(lo, hi, layers[0][0].shape[1])
+    betas = np.broadcast_to(np.asarray(betas, float), (len(layers) - 1,))
+    hlo, hhi = lo, hi
+    E = np.zeros_like(lo)
+    for l, (W, b) in enumerate(layers):
+        Wa = np.abs(W)
+        mid = W @ ((hlo + hhi) / 2.0) + b
+        rad = Wa @ ((hhi - hlo) / 2.0)
+        zlo, zhi = mid - rad, mid + rad
+        D = Wa @ E
+        if l == len(layers) - 1:
+            return D
+        elo, ehi = zlo - D, zhi + D
+        dist = np.maximum(np.maximum(elo, -ehi), 0.0)
+        E = np.minimum(D, np.maximum(ehi, 0.0) - np.maximum(elo, 0.0)) + \
+            relu_tail_bound(betas[l], dist)
+        hlo, hhi = np.maximum(zlo, 0.0), np.maximum(zhi, 0.0)
+    raise AssertionError("unreachable")
+
+
+class CompiledNetwork:
+    """A ReLU network compiled to softmax attention: one :func:`relu` head per hidden unit.
+
+    Call it on ``(n, d_in)`` inputs (``(n, d_out)`` out).  Attributes: ``bound`` (certified
+    sup error over the box, max over outputs), ``output_bounds`` (per output), ``resources``
+    (:class:`NetworkResources`), ``betas`` (per hidden layer), ``layers``, ``lo``, ``hi``,
+    ``eps``.  :meth:`reference` evaluates the ReLU network itself.  The bound holds in exact
+    arithmetic on the box; enable float64 (``gmtheory.enable_x64()``) when it is small.
+    """
+
+    def __init__(self, layers, lo, hi, betas, eps=None):
+        self.layers = tuple(layers)
+        self.lo, self.hi = lo, hi
+        self.betas = tuple(float(b) for b in betas)
+        self.eps = eps
+        self.output_bounds = relu_network_bound(self.layers, lo, hi, self.betas)
+        self.bound = float(np.max(self.output_bounds))
+        widths = tuple(int(W.shape[0]) for W, _ in self.layers[:-1])
+        self.resources = NetworkResources(widths, len(widths),
+                                          max(self.betas, default=0.0), self.betas)
+
+    @property
+    def d_in(self) -> int:
+        return int(self.layers[0][0].shape[1])
+
+    def _inputs(self, x):
+        x = as_float_array(x, "x")
+        if x.ndim != 2 or x.shape[1] != self.d_in:
+            raise ValueError(f"x: expected shape (n, {self.d_in}), got {tuple(x.shape)}.")
+        check_finite(x, "x")
+        return x
+
+    def __call__(self, x):
+        h = self._inputs(x)
+        for (W, b), beta in zip(self.layers[:-1], self.betas, strict=True):
+            h = relu(h @ jnp.asarray(W, h.dtype).T + jnp.asarray(b, h.dtype), beta)
+        W, b = self.layers[-1]
+        return h @ jnp.asarray(W, h.dtype).T + jnp.asarray(b, h.dtype)
+
+    def reference(self, x):
+        """The exact ReLU network on ``x`` ``(n, d_in)``."""
+        h = self._inputs(x)
+        for W, b in self.layers[:-1]:
+            h = jax.nn.relu(h @ jnp.asarray(W, h.dtype).T + jnp.asarray(b, h.dtype))
+        W, b = self.layers[-1]
+        return h @ jnp.asarray(W, h.dtype).T + jnp.asarray(b, h.dtype)
+
+    def __repr__(self) -> str:
+        r = self.resources
+        return (f"CompiledNetwork(bound={self.bound:.4g}, heads={r.heads_per_layer}, "
+                f"layers={r.layers}, max_beta={r.max_beta:.4g})")
+
+
+_BETA_RANGE = (1e-6, 1e15)
+
+
+def _smallest_beta(f, eps, lo, hi, rtol=1e-9):
+    """Smallest ``beta`` in ``[lo, hi]`` with ``f(beta) <= eps`` (``f`` non-increasing)."""
+    if f(lo) <= eps:
+        return lo
+    a, b = math.log(lo), math.log(hi)
+    while b - a > rtol:
+        m = 0.5 * (a + b)
+        if f(math.exp(m)) <= eps:
+            b = m
+        else:
+            a = m
+    return math.exp(b)
+
+
+def compile_relu_network(layers, lo, hi, *, eps=None, beta=None) -> CompiledNetwork:
+    """Compile a ReLU network to softmax attention with a certified sup-error bound on a box.
+
+    ``layers``: a list of ``(W, b)`` (``W`` ``(out, in)``, ``y = W h + b``; ReLU between
+    layers, none after the last) or an ``equinox.nn.MLP`` with ``jax.nn.relu`` activation
+    and identity final activation.  ``lo``, ``hi``: the box (scalars or ``(d_in,)``).
+    Pass exactly one of ``eps`` (the smallest common ``beta`` with ``bound <= eps`` is
+    found by bisection; since the bound is non-increasing in every layer's ``beta``, any
+    per-layer choice meeting ``eps`` has a largest scale at least this one, so per-layer
+    scales cannot lower the largest ``beta``) or ``beta`` (a scale, or one per hidden layer;
+    the bound is reported).  Each hidden unit becomes one :func:`relu` head; the bound is
+    :func:`relu_network_bound`.  Theory: docs/topics/approx.md#compile-your-own-relu-network.
+    """
+    layers = _layers_from(layers)
+    lo, hi = _box(lo, hi, layers[0][0].shape[1])
+    n_hidden = len(layers) - 1
+    if (eps is None) == (beta is None):
+        raise ValueError("eps, beta: pass exactly one, eps (a target sup error; the scales are "
+                         "chosen) or beta (the scale; the bound is reported).")
+    if beta is not None:
+        betas = np.broadcast_to(np.asarray(beta, float), (n_hidden,)) if np.ndim(beta) == 0 \
+            else np.asarray(beta, float)
+        if betas.shape != (n_hidden,):
+            raise ValueError(f"beta: expected a scalar or one scale per hidden layer "
+                             f"({n_hidden}), got shape {betas.shape}.")
+        for v in betas:
+            _check_beta(float(v))
+        return CompiledNetwork(layers, lo, hi, betas.tolist())
+    if not (np.isfinite(eps) and eps > 0):
+        raise ValueError(f"eps: must be a positive finite error target, got {eps}.")
+    eps = float(eps)
+    if n_hidden == 0:
+        return CompiledNetwork(layers, lo, hi, [], eps)
+
+    def total(bs):
+        return float(np.max(relu_network_bound(layers, lo, hi, bs)))
+
+    if total([_BETA_RANGE[1]] * n_hidden) > eps:
+        raise ValueError(f"eps: {eps:g} is below what beta <= {_BETA_RANGE[1]:g} certifies "
+                         f"({total([_BETA_RANGE[1]] * n_hidden):.3g}); pass a larger eps.")
+    common = _smallest_beta(lambda b: total([b] * n_hidden), eps, *_BETA_RANGE)
+    return CompiledNetwork(layers, lo, hi, [common] * n_hidden, eps)
