@@ -8,13 +8,16 @@ resource, which must match the bound's exponent.
 
 from __future__ import annotations
 
+import itertools
 import math
 
+import jax.numpy as jnp
 import numpy as np
 
-from ..simulations.approx_rates import measure
+from .. import approx as A
+from ..simulations.approx_rates import MAX_N, measure
 from ..stats import fit_loglog, fit_semilog
-from ._registry import Outcome, agreement, register_check, upper_bound
+from ._registry import Outcome, agreement, lower_bound, register_check, upper_bound
 
 ROUND = 1e-12  # float64 slack on bounds that are attained exactly
 REL = 1e-9     # relative slack on the same
@@ -148,3 +151,119 @@ def check_reciprocal_newton():
     return Outcome(_bound(r),
                    details={"steps": r["resource"], "measured": r["measured"],
                             "bound": r["bound"], "heads": r["heads"], "layers": r["layers"]})
+
+
+# ------------------------------------------------------------ compiled ReLU networks
+# (seed, input dimension d, widths of the affine layers): depths 2-4, widths <= 16, d <= 4
+COMPILED_NETS = ((0, 1, (8, 1)), (1, 2, (16, 1)), (2, 2, (16, 16, 1)), (3, 3, (12, 8, 2)),
+                 (4, 4, (16, 16, 16, 1)), (5, 4, (8, 16, 8, 3)), (6, 3, (16, 4, 16, 1)))
+COMPILED_EPS = (1e-2, 1e-3)
+COMPILED_BETAS = (1e2, 1e3, 1e4, 1e5, 1e6)
+COMPILED_POINTS = 20_000
+
+
+def random_relu_network(seed: int, d: int, widths):
+    """Random ReLU network ``[(W, b)]`` (``W ~ N(0, 1/fan_in)``, ``b ~ N(0, 1/4)``) and a
+    random box ``lo in [-2, 0]^d``, ``hi = lo + [0.5, 2]^d``, from ``numpy`` seed ``seed``."""
+    rng = np.random.default_rng(seed)
+    layers, prev = [], d
+    for w in widths:
+        layers.append((rng.normal(size=(w, prev)) / math.sqrt(prev), 0.5 * rng.normal(size=w)))
+        prev = w
+    lo = rng.uniform(-2.0, 0.0, d)
+    return layers, lo, lo + rng.uniform(0.5, 2.0, d), rng
+
+
+def _sup_error(net, x):
+    return float(jnp.max(jnp.abs(net(x) - net.reference(x))))
+
+
+@register_check(
+    "approx.compiled-relu-network",
+    "compile_relu_network on 7 random ReLU networks (depths 2-4, widths <= 16, d <= 4): the "
+    "measured sup error on 20 000 random points plus every box corner stays <= the certified "
+    "bound (at eps = 1e-2, 1e-3 and beta = 1e2..1e6), the bound meets eps, eps/10 gives a "
+    "bound >= 5x smaller, and the bound's log-log slope in beta is -1.",
+    "docs/topics/approx.md#compile-your-own-relu-network",
+)
+def check_compiled_relu_network():
+    ratios, eps_ratio, shrink, slopes, rows = [], [], [], [], []
+    for seed, d, widths in COMPILED_NETS:
+        layers, lo, hi, rng = random_relu_network(seed, d, widths)
+        corners = np.array(list(itertools.product(*zip(lo, hi, strict=True))))
+        x = jnp.asarray(np.concatenate([rng.uniform(lo, hi, (COMPILED_POINTS, d)), corners]))
+        nets = [A.compile_relu_network(layers, lo, hi, eps=e) for e in COMPILED_EPS]
+        nets += [A.compile_relu_network(layers, lo, hi, beta=b) for b in COMPILED_BETAS]
+        meas = np.array([_sup_error(n, x) for n in nets])
+        bounds = np.array([n.bound for n in nets])
+        ratios.append(np.max(meas / (bounds * (1 + REL) + ROUND)))
+        eps_ratio.append(max(n.bound / e for n, e in zip(nets, COMPILED_EPS, strict=False)))
+        shrink.append(nets[0].bound / nets[1].bound)
+        k = len(COMPILED_EPS)
+        fit = fit_loglog(COMPILED_BETAS, bounds[k:])
+        slopes.append(fit)
+        rows.append({"seed": seed, "d": d, "widths": list(widths), "lo": lo.tolist(),
+                     "hi": hi.tolist(), "measured": meas.tolist(), "bound": bounds.tolist(),
+                     "beta_for_eps": [n.resources.max_beta for n in nets[:k]],
+                     "heads": nets[0].resources.heads, "bound_slope": fit.slope,
+                     "bound_slope_stderr": fit.stderr,
+                     "measured_slope": fit_loglog(COMPILED_BETAS, meas[k:]).slope})
+    worst = max(abs(f.slope + 1.0) for f in slopes)
+    return Outcome(
+        upper_bound(float(max(ratios)), 1.0,
+                    "the bound is proved on the box (interval arithmetic, 1-Lipschitz ReLU, "
+                    "the two-key head's tail bound); slack relative 1e-9, absolute 1e-12 for "
+                    "float64 round-off", name="max over networks and scales of measured / bound"),
+        upper_bound(float(max(eps_ratio)), 1.0, "bisection returns a beta whose bound is <= eps",
+                    name="max over networks and eps of bound / eps"),
+        lower_bound(float(min(shrink)), 5.0, "issue 28: eps/10 must give a bound >= 5x smaller",
+                    name="min over networks of bound(1e-2) / bound(1e-3)"),
+        agreement(worst, 0.05,
+                  "the bound is K/beta plus tails e^{-beta r} of units whose interval stays r "
+                  "away from 0; a unit with r ~ 1/beta inside the grid moves its share of K to "
+                  "the tail, which tilts the slope over 4 decades by < 0.05 unless it carries "
+                  "> 35 % of K", name="max over networks of |bound slope - (-1)|"),
+        details={"networks": rows, "eps": list(COMPILED_EPS), "betas": list(COMPILED_BETAS),
+                 "points": COMPILED_POINTS, "worst_slope_stderr": max(f.stderr for f in slopes)},
+    )
+
+
+GAP_BETAS = (1.0, 4.0, 16.0, 64.0, 256.0)
+GAP_SLOPE_BETAS = tuple(range(60, 241, 20))
+GAP_DELTA = 0.1
+
+
+@register_check(
+    "approx.max-one-head-gap",
+    "One head over n = 8 scores: max - sum softmax(beta x)_i x_i <= (n-1) range e^{-beta delta} "
+    "(delta the top-2 gap) at every random and adversarial input and beta, and on "
+    "x = (1, 1-delta, ...) the log error falls with slope -delta in beta.",
+    "docs/topics/approx.md#max-and-min",
+)
+def check_max_gap():
+    n = MAX_N
+    rng = np.random.default_rng(28)
+    deltas = np.linspace(1e-3, 1.0, 500)
+    adv = np.concatenate([np.ones((deltas.size, 1)), 1.0 - np.tile(deltas[:, None], (1, n - 1))],
+                         1)
+    x = np.concatenate([rng.uniform(size=(4096, n)), adv])
+    ratio = 0.0
+    for beta in GAP_BETAS:
+        err = x.max(1) - np.asarray(A.max_one_head(jnp.asarray(x), beta))
+        bound = A.max_one_head_gap_bound(x, beta)
+        ratio = max(ratio, float(np.max(err / (bound * (1 + REL) + ROUND))))
+    xs = jnp.asarray(np.array([[1.0] + [1.0 - GAP_DELTA] * (n - 1)]))
+    errs = [float(1.0 - A.max_one_head(xs, b)[0]) for b in GAP_SLOPE_BETAS]
+    fit = fit_semilog(np.array(GAP_SLOPE_BETAS, float), errs)
+    return Outcome(
+        upper_bound(ratio, 1.0, "proved per input (each non-max weight <= e^{-beta delta}); "
+                    "slack relative 1e-9, absolute 1e-12 for float64 round-off",
+                    name="max over inputs and beta of measured / gap bound"),
+        agreement(abs(fit.slope / GAP_DELTA + 1.0), 0.02,
+                  "error = (n-1) delta e^{-beta delta} / (1 + (n-1) e^{-beta delta}); the "
+                  "denominator tilts the slope by < (n-1) e^{-6} = 1.7 % at beta delta >= 6",
+                  name="|slope / delta - (-1)|"),
+        details={"betas": list(GAP_BETAS), "slope": fit.slope, "slope_stderr": fit.stderr,
+                 "expected_slope": -GAP_DELTA, "slope_betas": list(GAP_SLOPE_BETAS),
+                 "errors": errs, "inputs": int(x.shape[0]), "seed": 28},
+    )
