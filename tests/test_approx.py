@@ -61,3 +61,92 @@ def test_trained_pipeline_small(tmp_path):
                              results_dir=tmp_path, progress=False)
     assert a["square/sup"].shape == (1, 2) and np.all(np.isfinite(a["square/sup"]))
     np.testing.assert_allclose(a["square/constructive"], [0.0625], rtol=1e-3)
+
+
+# ------------------------------------------------------------ compile_relu_network
+def _net(seed=0, widths=(8, 8, 1), d=2):
+    rng = np.random.default_rng(seed)
+    layers, prev = [], d
+    for w in widths:
+        layers.append((rng.normal(size=(w, prev)) / np.sqrt(prev), 0.5 * rng.normal(size=w)))
+        prev = w
+    return layers
+
+
+def test_compiled_bound_holds_on_random_nets():
+    for seed, d, widths in ((0, 1, (6, 1)), (1, 2, (8, 8, 1)), (2, 3, (4, 8, 4, 2))):
+        layers = _net(seed, widths, d)
+        net = A.compile_relu_network(layers, -1.0, 1.0, beta=50.0)
+        x = jnp.asarray(np.random.default_rng(seed).uniform(-1, 1, (2000, d)))
+        err = float(jnp.abs(net(x) - net.reference(x)).max())
+        assert 0 < err <= net.bound
+        assert net.resources.heads_per_layer == widths[:-1]
+        assert net.resources.layers == len(widths) - 1 and net.resources.max_beta == 50.0
+
+
+def test_compiled_eps_is_met_and_monotone():
+    layers = _net()
+    a = A.compile_relu_network(layers, -1.0, 1.0, eps=1e-2)
+    b = A.compile_relu_network(layers, -1.0, 1.0, eps=1e-3)
+    assert a.bound <= 1e-2 and b.bound <= 1e-3
+    assert a.bound / b.bound >= 5 and b.resources.max_beta > a.resources.max_beta
+    # the chosen beta is the smallest: 1 % less breaks eps
+    beta = a.resources.max_beta
+    assert A.compile_relu_network(layers, -1.0, 1.0, beta=0.99 * beta).bound > 1e-2
+
+
+def test_compiled_accepts_an_equinox_mlp():
+    import equinox as eqx
+
+    mlp = eqx.nn.MLP(2, 1, 8, 2, activation=jax.nn.relu, key=jax.random.key(0))
+    net = A.compile_relu_network(mlp, [-1.0, 0.0], [1.0, 2.0], beta=100.0)
+    x = jnp.asarray(np.random.default_rng(0).uniform([-1, 0], [1, 2], (200, 2)))
+    np.testing.assert_allclose(net.reference(x), jax.vmap(mlp)(x), atol=1e-5)
+    tanh = eqx.nn.MLP(2, 1, 8, 2, activation=jax.nn.tanh, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="activation is not ReLU"):
+        A.compile_relu_network(tanh, -1.0, 1.0, beta=1.0)
+
+
+def test_compiled_bad_inputs():
+    layers = _net()
+    bad = [layers[0], (np.ones((1, 3)), np.zeros(1))]
+    with pytest.raises(ValueError, match=r"layers\[1\]: W has 3 inputs"):
+        A.compile_relu_network(bad, -1.0, 1.0, eps=1e-2)
+    with pytest.raises(ValueError, match=r"layers\[0\]: b must have shape"):
+        A.compile_relu_network([(np.ones((2, 2)), np.zeros(3))], -1.0, 1.0, eps=1e-2)
+    with pytest.raises(ValueError, match="lo, hi: need lo < hi"):
+        A.compile_relu_network(layers, 1.0, 1.0, eps=1e-2)
+    with pytest.raises(ValueError, match="lo, hi: need lo < hi"):
+        A.compile_relu_network(layers, [0.0, 1.0], [1.0, 0.0], eps=1e-2)
+    with pytest.raises(ValueError, match="lo: expected a scalar or shape"):
+        A.compile_relu_network(layers, [0.0, 0.0, 0.0], 1.0, eps=1e-2)
+    for eps in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="eps: must be a positive"):
+            A.compile_relu_network(layers, -1.0, 1.0, eps=eps)
+    with pytest.raises(ValueError, match="eps, beta: pass exactly one"):
+        A.compile_relu_network(layers, -1.0, 1.0)
+    net = A.compile_relu_network(layers, -1.0, 1.0, beta=10.0)
+    with pytest.raises(ValueError, match=r"x: expected shape \(n, 2\)"):
+        net(jnp.ones((3, 5)))
+
+
+def test_gap_bound_holds():
+    x = np.random.default_rng(1).uniform(size=(500, 6))
+    for beta in (2.0, 30.0):
+        err = x.max(1) - np.asarray(A.max_one_head(jnp.asarray(x), beta))
+        assert np.all(err <= A.max_one_head_gap_bound(x, beta) * (1 + 1e-9) + 1e-12)
+
+
+def test_docs_compiler_example_runs(capsys):
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parents[1] / "docs" / "topics" / "approx.md").read_text()
+    section = page.split("## Compile your own ReLU network")[1].split("\n## ")[0]
+    code, = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    exec(compile(code, "approx.md[compile]", "exec"), {"__name__": "__docs__"})
+    lines = capsys.readouterr().out.strip().splitlines()
+    expected = re.findall(r"```text\n(.*?)```", section, flags=re.S)[0].strip().splitlines()
+    assert lines[0] == expected[0]  # the bound and resources line, as printed in the docs
+    err, _, bound = lines[2].partition(" <= ")
+    assert float(err) <= float(bound) <= 1e-3
