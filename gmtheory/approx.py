@@ -55,6 +55,7 @@ __all__ = [
     "CompiledNetwork",
     "NetworkResources",
     "max_one_head_gap_bound",
+    "max_network",
     "relu",
     "relu_bound",
     "interpolation_head",
@@ -618,3 +619,37 @@ def compile_relu_network(layers, lo, hi, *, eps=None, beta=None) -> CompiledNetw
                          f"({total([_BETA_RANGE[1]] * n_hidden):.3g}); pass a larger eps.")
     common = _smallest_beta(lambda b: total([b] * n_hidden), eps, *_BETA_RANGE)
     return CompiledNetwork(layers, lo, hi, [common] * n_hidden, eps)
+
+
+def max_network(n: int):
+    """``max`` over ``n`` inputs as a plain ReLU network ``[(W, b)]`` for the compiler.
+
+    Each tree level maps pairs ``(a, b)`` to ``ReLU(a - b) + ReLU(b) - ReLU(-b)`` (the
+    identity ``b = ReLU(b) - ReLU(-b)`` carries ``b`` through a ReLU layer) and an odd
+    leftover ``c`` to ``ReLU(c) - ReLU(-c)``; ``ceil(log2 n)`` hidden layers.  Compile it with
+    :func:`compile_relu_network` for a certified bound on any box (looser than
+    :func:`max_relu_tree_bound`: the bound does not know the carried identity is exact).
+    """
+    n = int(n)
+    if n < 2:
+        raise ValueError(f"n: need at least 2 inputs, got {n}.")
+    layers, k, into = [], n, np.eye(n)  # ``into``: current values as a map of the layer input
+    while k > 1:
+        rows, merge = [], []
+        for i in range(0, k - 1, 2):
+            a, b = into[i], into[i + 1]
+            rows += [a - b, b, -b]
+            merge.append([1.0, 1.0, -1.0])
+        if k % 2:
+            rows += [into[k - 1], -into[k - 1]]
+            merge.append([1.0, -1.0])
+        W = np.array(rows)
+        layers.append((W, np.zeros(W.shape[0])))
+        M = np.zeros((len(merge), W.shape[0]))
+        col = 0
+        for j, m in enumerate(merge):
+            M[j, col:col + len(m)] = m
+            col += len(m)
+        into, k = M, len(merge)
+    layers.append((into, np.zeros(1)))
+    return layers

@@ -150,3 +150,13 @@ def test_docs_compiler_example_runs(capsys):
     assert lines[0] == expected[0]  # the bound and resources line, as printed in the docs
     err, _, bound = lines[2].partition(" <= ")
     assert float(err) <= float(bound) <= 1e-3
+
+
+def test_max_goes_through_the_compiler():
+    x = jnp.asarray(np.random.default_rng(2).uniform(size=(3000, 5)))
+    net = A.compile_relu_network(A.max_network(5), 0.0, 1.0, beta=200.0)
+    np.testing.assert_allclose(net.reference(x)[:, 0], x.max(1), atol=1e-12)
+    out, _ = A.max_relu_tree(x, 200.0)
+    np.testing.assert_allclose(net(x)[:, 0], out, atol=1e-12)  # the same heads' arithmetic
+    assert float(jnp.abs(net(x)[:, 0] - x.max(1)).max()) <= net.bound
+    assert net.resources.layers == 3
