@@ -2,7 +2,8 @@
 
 A jupytext percent-format notebook is a Python script whose cells are ``# %%`` comments,
 so running it with the venv's interpreter executes the same code, in the same order, as
-the notebook kernel of ``make docs`` (mkdocs-jupyter, ``execute: true``).  They run in one
+the notebook kernel of ``make docs`` (mkdocs-jupyter, ``execute: true``), which is where CI
+runs them; here that run is opt-in (``-m slow``).  They run in one
 subprocess (a fresh JAX, the Agg backend), each in its own namespace, with their cache
 under the test's temp dir.
 """
@@ -42,10 +43,16 @@ for path in sys.argv[1:]:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("notebooks")
 def test_notebooks_run(tmp_path):
     """All notebooks in one subprocess, one after the other (one JAX start-up, and the
-    explore programs they share compile once); a failure names its notebook."""
+    explore programs they share compile once); a failure names its notebook.
+
+    Opt-in (``-m slow``): CI executes the same notebooks in ``make docs`` (mkdocs-jupyter,
+    ``execute: true``, ``allow_errors: false``), where a failing cell or one of the
+    notebooks' own ``assert``s fails the build, so running them here as well cost the
+    default suite about 50 CPU-seconds for nothing new."""
     env = dict(os.environ, MPLBACKEND="Agg",
                GMTHEORY_NOTEBOOK_RESULTS=str(tmp_path / "results"))
     proc = subprocess.run([sys.executable, "-c", DRIVER, *map(str, NOTEBOOKS)], cwd=tmp_path,
