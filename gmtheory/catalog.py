@@ -362,6 +362,18 @@ RESULTS: tuple[Result, ...] = (
            _f("gmtheory.icl.limit_large"),
            _f("icl.02-consistency-limits"),
            _no("a limit of the theory; no finite simulation reaches it")),
+    Result("icl-softmax", "SGM docs/topics/icl.md#softmax-attention-on-the-regression-task",
+           "Softmax head on ICL regression [derived]",
+           "One softmax head: linear in the infinite-prompt limit (error ρ); at finite "
+           "prompts its best error is ρ + V*/(1 + V*), linear attention's at prompt length "
+           "ℓ/e as d → ∞.",
+           _f("icl_softmax.tilt_residual", "icl_softmax.variance_residual",
+              "icl_softmax.min_error_residual", "icl_softmax.t_star_residual",
+              "icl_softmax.lu_at_alpha_over_e_residual", "icl_softmax.chi_mgf_residual"),
+           _f("gmtheory.icl_softmax.softmax_head_optimum", "gmtheory.icl_softmax.isotropic_error"),
+           _f("icl.09-softmax-regression"),
+           _f("icl-softmax", note="softmax and linear heads trained online on fresh prompts"),
+           ("icl-softmax",)),
     Result("icl-dmmse", "ICL docs/topics/icl.md#dmmse", "dMMSE",
            "Posterior mean of y over a uniform prior on the finite task pool.",
            _no("a posterior over a finite pool, no closed form to derive"),

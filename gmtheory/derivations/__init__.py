@@ -11,6 +11,8 @@ entries must all be 0, and ``markdown()`` returns the derivation as Markdown wit
   ``tau, kappa -> inf`` limit.
 * :mod:`.denoising` — eqs. (10)–(11), the linear optimum, the two-head and single-head
   conditions, Prop. 4.4 and the clustering transition.
+* :mod:`.icl_softmax` — one softmax head on in-context regression: the tilt, the
+  delta-method variance, the optimum and linear attention's limit at ``alpha/e``.
 * :mod:`.relu_softmax` — the ReLU constant ``c = W(1/e)``, the one-head max bound and the
   interpolation, squaring and Newton bounds.
 
@@ -40,6 +42,7 @@ MODULES = {
     "icl_asymptotics": "ICL asymptotics: Marchenko–Pastur, the ridge equation, the large "
                        "limit",
     "relu_softmax": "Constants of the ReLU → softmax constructions",
+    "icl_softmax": "One softmax head on in-context regression",
 }
 
 

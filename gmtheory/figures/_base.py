@@ -35,6 +35,7 @@ def load_all():
         gma,
         icl,
         icl_nonlinear,
+        icl_softmax,
         lda,
         prompt_convergence,
     )

@@ -35,6 +35,7 @@ def load_all() -> None:
         icl_denoising,
         icl_nonlinear_kappa,
         icl_sims,
+        icl_softmax,
         lda_sims,
         prompt_convergence,
     )

@@ -115,6 +115,7 @@ def _load_all():
         hermite_checks,
         icl_checks,
         icl_nonlinear_checks,
+        icl_softmax_checks,
         lda_checks,
         operator_checks,
     )

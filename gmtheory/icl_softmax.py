@@ -1,0 +1,174 @@
+"""Softmax attention on the in-context regression task of Lu et al.
+(docs/topics/icl.md#softmax-attention-on-the-regression-task).
+
+Data as in :mod:`gmtheory.icl`: tokens ``x_i ~ N(0, I_d/d)``, a fresh task ``w`` on the
+sphere ``|w|^2 = d`` per prompt, labels ``y_i = w^T x_i + eps_i`` with ``eps_i ~ N(0, rho)``,
+``l = alpha d`` context tokens and a query ``x_q``.
+
+One softmax head reads the tokens ``z_i = (x_i, y_i)`` from the query ``(x_q, 0)``:
+
+    y_hat = sum_i softmax_i(x_q^T A x_i + (b^T x_q) y_i) (c^T x_i + e y_i).
+
+* **Infinite prompt** (Prop. 2.1 on one Gaussian component): the head is the linear map
+  ``y_hat = (c^T + e w^T) A^T x_q / d + e (|w|^2/d + rho) b^T x_q``; with ``A = (d/e) I``
+  it is ``w^T x_q``, the Bayes predictor, so the head reaches error ``rho`` as linear
+  attention does.
+* **Finite prompt** (:func:`isotropic_error`, the delta method, exact as ``d -> inf`` at
+  fixed ``alpha``): the isotropic head ``A = sqrt(t d) I``, ``e = g sqrt(d / t)``,
+  ``b = c = 0`` has error ``rho + (1 - g)^2 + g^2 V(t)`` with
+
+      V(t) = (1 / (alpha t)) [(1 + rho) (1 - 2t/d)^(-d/2) + (t/d) (1 - 2t/d)^(-d/2-1)].
+
+  The softmax weights are log-normal and keep an effective sample size ``l e^{-t}``;
+  balancing that loss against the tilt ``t`` gives ``t* -> 1`` and the best error
+  ``rho + (1 + rho) / (alpha/e + 1 + rho)`` as ``d -> inf`` (:func:`softmax_head_optimum`):
+  linear attention's ``tau, kappa -> inf`` error :func:`gmtheory.icl.limit_large` at the
+  prompt length ``l / e``.
+* :func:`linear_head` is linear attention in Lu et al.'s reduced form
+  ``y_hat = x_q^T Gamma h``, ``h = ((d/l) sum y_i x_i, (1/l) sum y_i^2)``, so a trained
+  ``Gamma`` is scored exactly by :func:`gmtheory.icl.test_error`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.optimize import minimize_scalar
+
+__all__ = ["sample_prompts", "softmax_head", "linear_head", "isotropic_params",
+           "isotropic_variance", "isotropic_error", "softmax_head_optimum",
+           "softmax_limit_matrices", "init_softmax_head"]
+
+
+def _check(alpha=None, rho=None, d=None):
+    if alpha is not None and not (np.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"alpha: the context length per dimension l/d must be a finite "
+                         f"number > 0, got {alpha!r}.")
+    if rho is not None and not (np.isfinite(rho) and rho >= 0):
+        raise ValueError(f"rho: the label-noise variance must be finite and >= 0, got {rho!r}.")
+    if d is not None and (int(d) != d or d < 3):
+        raise ValueError(f"d: the token dimension must be an integer >= 3 (or None for "
+                         f"d -> infinity), got {d!r}.")
+
+
+def sample_prompts(key, d: int, ell: int, rho: float, n: int):
+    """``n`` prompts of ``ell`` tokens with a fresh sphere task each.
+
+    Returns a dict: ``X`` (n, ell, d), ``y`` (n, ell), ``xq`` (n, d), ``yq`` (n,)."""
+    kw, kx, ke, kq, kqe = jax.random.split(key, 5)
+    w = jax.random.normal(kw, (n, d))
+    w = w * jnp.sqrt(d) / jnp.linalg.norm(w, axis=1, keepdims=True)
+    X = jax.random.normal(kx, (n, ell, d)) / jnp.sqrt(d)
+    y = jnp.einsum("nld,nd->nl", X, w) + jnp.sqrt(rho) * jax.random.normal(ke, (n, ell))
+    xq = jax.random.normal(kq, (n, d)) / jnp.sqrt(d)
+    yq = jnp.sum(xq * w, 1) + jnp.sqrt(rho) * jax.random.normal(kqe, (n,))
+    return {"X": X, "y": y, "xq": xq, "yq": yq}
+
+
+def _mask(ell, L):
+    return None if ell is None else jnp.arange(L) < ell
+
+
+def softmax_head(params, X, y, xq, ell=None):
+    """The general one-layer softmax head on prompts ``(X, y)`` read from ``xq``.
+
+    ``params``: ``A`` (d, d), ``b`` (d,), ``c`` (d,), ``e`` (); ``X`` (n, L, d), ``y`` (n, L),
+    ``xq`` (n, d) -> ``y_hat`` (n,).  ``ell``: read only the first ``ell`` tokens (prompts
+    of several lengths padded to one shape; may be traced)."""
+    q = xq @ params["A"]                                      # x_q^T A, (n, d)
+    s = jnp.einsum("nld,nd->nl", X, q) + (xq @ params["b"])[:, None] * y
+    m = _mask(ell, X.shape[1])
+    if m is not None:
+        s = jnp.where(m[None], s, -jnp.inf)
+    p = jax.nn.softmax(s, axis=1)
+    v = X @ params["c"] + params["e"] * y
+    return jnp.sum(p * v, axis=1)
+
+
+def linear_head(Gamma, X, y, xq, ell=None):
+    """Linear attention in the reduced form ``x_q^T Gamma h`` of :mod:`gmtheory.icl`.
+
+    ``Gamma`` (d, d+1); ``X`` (n, L, d), ``y`` (n, L), ``xq`` (n, d) -> (n,); ``ell`` as in
+    :func:`softmax_head`."""
+    d, L = X.shape[2], X.shape[1]
+    m = _mask(ell, L)
+    n_tok = L if m is None else ell
+    yw = y if m is None else jnp.where(m[None], y, 0.0)
+    h = jnp.concatenate([(d / n_tok) * jnp.einsum("nl,nld->nd", yw, X),
+                         (jnp.sum(yw * y, axis=1) / n_tok)[:, None]], axis=1)
+    return jnp.einsum("nd,de,ne->n", xq, Gamma, h)
+
+
+def isotropic_params(d: int, t: float, g: float) -> dict:
+    """The isotropic head ``A = sqrt(t d) I``, ``e = g sqrt(d/t)``, ``b = c = 0`` as
+    :func:`softmax_head` parameters: score variance ``t |x_q|^2``, infinite-prompt gain
+    ``e sqrt(t d) / d = g``."""
+    _check(d=d)
+    if not 0 < t < d / 2:
+        raise ValueError(f"t: the score variance must lie in (0, d/2) = (0, {d / 2}), got {t!r}.")
+    return {"A": math.sqrt(t * d) * jnp.eye(d), "b": jnp.zeros(d), "c": jnp.zeros(d),
+            "e": jnp.asarray(g * math.sqrt(d / t))}
+
+
+def isotropic_variance(t, alpha: float, rho: float, d: int | None = None) -> float:
+    """``V(t)``: the finite-prompt variance of the isotropic head at unit gain, to leading
+    order in ``1/l`` (exact as ``d -> inf``; ``d = None`` is that limit,
+    ``e^t (1 + rho) / (alpha t)``)."""
+    _check(alpha, rho, d)
+    t = float(t)
+    if d is None:
+        if t <= 0:
+            raise ValueError(f"t: must be > 0, got {t!r}.")
+        return math.exp(t) * (1 + rho) / (alpha * t)
+    if not 0 < t < d / 2:
+        raise ValueError(f"t: must lie in (0, d/2) = (0, {d / 2}), got {t!r}.")
+    lm = math.log1p(-2 * t / d)                   # log(1 - 2t/d), in logs for large d
+    lg = -d / 2 * lm
+    if lg - lm > 700:                             # e^{t r} moments beyond float64
+        return math.inf
+    return ((1 + rho) * math.exp(lg) + (t / d) * math.exp(lg - lm)) / (alpha * t)
+
+
+def isotropic_error(t, g, alpha: float, rho: float, d: int | None = None) -> float:
+    """Test error of the isotropic head: ``rho + (1 - g)^2 + g^2 V(t)``."""
+    return rho + (1 - g) ** 2 + g * g * isotropic_variance(t, alpha, rho, d)
+
+
+def softmax_head_optimum(alpha: float, rho: float, d: int | None = None) -> dict:
+    """The best isotropic head: ``t*`` minimises ``V`` (``t* = 1`` as ``d -> inf``),
+    ``g* = 1 / (1 + V*)``, error ``rho + V* / (1 + V*)``.
+
+    Returns ``{"error", "t", "g", "V"}``."""
+    _check(alpha, rho, d)
+    if d is None:
+        t = 1.0
+    else:
+        r = minimize_scalar(lambda s: isotropic_variance(s, alpha, rho, d),
+                            bounds=(1e-6, min(d / 2 * (1 - 1e-9), 20.0)), method="bounded",
+                            options={"xatol": 1e-10})
+        t = float(r.x)
+    v = isotropic_variance(t, alpha, rho, d)
+    return {"error": rho + v / (1 + v), "t": t, "g": 1 / (1 + v), "V": v}
+
+
+def softmax_limit_matrices(params) -> tuple:
+    """``(U, V)`` of :func:`gmtheory.operators.softmax_attention_limit` for the head on
+    tokens ``z = (x, y)`` in ``R^{d+1}``: score ``z_i^T U z_q``, value ``V z_i``."""
+    A, b, c, e = params["A"], params["b"], params["c"], params["e"]
+    d = A.shape[0]
+    U = jnp.zeros((d + 1, d + 1)).at[:d, :d].set(A.T).at[d, :d].set(b)
+    V = jnp.concatenate([c, jnp.atleast_1d(e)])[None, :]
+    return U, V
+
+
+def init_softmax_head(key, d: int, scale: float = 0.1) -> dict:
+    """A random start for training: ``A = sqrt(d)/2 I + scale * noise``, ``e = 1``,
+    ``b, c`` small (the head starts as a plain mean of the labels, tilted a little)."""
+    ka, kb, kc = jax.random.split(key, 3)
+    return {"A": 0.5 * math.sqrt(d) * jnp.eye(d) + scale * jax.random.normal(ka, (d, d)),
+            "b": scale / math.sqrt(d) * jax.random.normal(kb, (d,)),
+            "c": scale / math.sqrt(d) * jax.random.normal(kc, (d,)),
+            "e": jnp.asarray(1.0)}
