@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import approx as A
-from ..simulations.approx_rates import MAX_N, measure
+from .. import approx_compose as C
+from ..simulations.approx_rates import MAX_N, SHIFTED, measure, measure_composed
 from ..stats import fit_loglog, fit_semilog
 from ._registry import Outcome, agreement, lower_bound, register_check, upper_bound
 
@@ -33,6 +34,27 @@ def _bound(r):
                        name="max over resources of measured / bound")
 
 
+def _composed(target):
+    """Comparisons for the same target through :mod:`gmtheory.approx_compose` (issue 28):
+    on the construction's own domain the rules' rescalings are the identity, so the route
+    computes the same heads' arithmetic; on :data:`SHIFTED` they rescale, and the composed
+    bound must still hold at every point and resource value."""
+    c = measure_composed(target)
+    ratio = max(np.max(c["measured"] / (c["bound"] * (1 + REL) + ROUND)),
+                np.max(c["shifted_measured"] / (c["shifted_bound"] * (1 + REL) + ROUND)))
+    comps = (
+        agreement(float(np.max(c["same"])), 1e-12,
+                  "composed route vs the hand-built construction on its own domain: the "
+                  "rescalings are u = (x - 0)/1 and 0 + 1*out, exact in float64; 1e-12 allows "
+                  "for round-off only", name="max |composed - hand-built|"),
+        upper_bound(float(ratio), 1.0,
+                    "the composition rules' bound is proved (docs/topics/approx.md#composition-"
+                    "rules); slack relative 1e-9, absolute 1e-12 for float64 round-off",
+                    name=f"max measured / composed bound (own domain and box {SHIFTED[target]})"),
+    )
+    return comps, {"composed_" + k: v for k, v in c.items() if k != "resource"}
+
+
 def _details(r, fit, expected):
     return {"slope": fit.slope, "slope_stderr": fit.stderr, "r2": fit.r2,
             "expected_slope": expected, "resource": r["resource"], "measured": r["measured"],
@@ -43,23 +65,27 @@ def _details(r, fit, expected):
 def _loglog(target, expected, tol, why):
     r = measure(target)
     fit = fit_loglog(r["resource"], r["measured"])
+    comps, extra = _composed(target)
     return Outcome(
         _bound(r),
         agreement(abs(fit.slope - expected), tol, f"fitted log-log slope vs {why}",
                   name=f"|slope - ({expected:g})|"),
-        details=_details(r, fit, expected),
+        *comps,
+        details={**_details(r, fit, expected), **extra},
     )
 
 
 def _semilog(target, expected_per_level, tol, why):
     r = measure(target)
     fit = fit_semilog(r["resource"], r["measured"])
+    comps, extra = _composed(target)
     return Outcome(
         _bound(r),
         agreement(abs(fit.slope - expected_per_level), tol,
                   f"fitted slope of log error per {why}",
                   name=f"|slope - ({expected_per_level:.4g})|"),
-        details=_details(r, fit, expected_per_level),
+        *comps,
+        details={**_details(r, fit, expected_per_level), **extra},
     )
 
 
@@ -82,11 +108,13 @@ def check_relu():
 def check_interpolation():
     r = measure("interpolation")
     fit = fit_loglog(r["resource"] - 1, r["measured"])
+    comps, extra = _composed("interpolation")
     return Outcome(_bound(r),
                    agreement(abs(fit.slope + 1.0), 0.05,
                              "slope of sup error vs p-1 (anchor spacing); beta = 20/h^2 keeps "
                              "the exponential tail negligible", name="|slope - (-1)|"),
-                   details={**_details(r, fit, -1.0), "p": r["resource"]})
+                   *comps,
+                   details={**_details(r, fit, -1.0), "p": r["resource"], **extra})
 
 
 @register_check(
@@ -148,9 +176,11 @@ def check_reciprocal_pl():
 )
 def check_reciprocal_newton():
     r = measure("reciprocal-newton")
-    return Outcome(_bound(r),
+    comps, extra = _composed("reciprocal-newton")
+    return Outcome(_bound(r), *comps,
                    details={"steps": r["resource"], "measured": r["measured"],
-                            "bound": r["bound"], "heads": r["heads"], "layers": r["layers"]})
+                            "bound": r["bound"], "heads": r["heads"], "layers": r["layers"],
+                            **extra})
 
 
 # ------------------------------------------------------------ compiled ReLU networks
@@ -266,4 +296,60 @@ def check_max_gap():
         details={"betas": list(GAP_BETAS), "slope": fit.slope, "slope_stderr": fit.stderr,
                  "expected_slope": -GAP_DELTA, "slope_betas": list(GAP_SLOPE_BETAS),
                  "errors": errs, "inputs": int(x.shape[0]), "seed": 28},
+    )
+
+
+# ------------------------------------------------------------ composition rules
+COMPOSED_POINTS = 20_000
+
+
+def composed_expressions():
+    """``(name, expression, lo, hi)``: composites in which every rule propagates a nonzero
+    error (products of emulations, reciprocals of products, a ReLU network of expressions)."""
+    x, y, z = C.variables([0.0, 0.0, 0.25], [1.0, 1.0, 1.0])
+    lo, hi = np.array([0.0, 0.0, 0.25]), np.ones(3)
+    u, v, w = C.variables([-1.0, -1.0, 0.0], [2.0, 1.0, 1.0])
+    lo2, hi2 = np.array([-1.0, -1.0, 0.0]), np.array([2.0, 1.0, 1.0])
+    layers, _, _, _ = random_relu_network(7, 3, (8, 8, 1))
+    return (
+        ("max(x*y, 1/z)", C.maximum(x * y, 1 / z), lo, hi),
+        ("min(u^2, relu(v - w)), one head", C.minimum(u * u, C.relu(v - w, 1e4), form="head",
+                                                     beta=1e4), lo2, hi2),
+        ("1/(2.5 + u*v + w^2)", 1 / (2.5 + u * v + C.square(w, 6)), lo2, hi2),
+        ("(1/z)^2 - x*y", C.square(1 / z, 6) - x * y, lo, hi),
+        ("clip(u*v + w, -1/2, 1/2), 33 anchors", C.clip(u * v + w, -0.5, 0.5, 33, 1e5), lo2,
+         hi2),
+        ("relu network(x*y, 1/z, max(x, z))",
+         C.network(layers, x * y, 1 / z, C.maximum(x, z, beta=1e4), beta=1e4), lo, hi),
+        ("1/z by Newton, 4 steps", C.reciprocal(z, form="newton", steps=4, m=8, beta=None),
+         lo, hi),
+    )
+
+
+@register_check(
+    "approx.composed-expressions",
+    "Expressions composed by the rules of gmtheory.approx_compose (products, squares, "
+    "reciprocals, max/min, ReLU, clip and a ReLU-network node, each rescaling emulations "
+    "that carry error): the measured sup error on 20 000 random points plus the box's "
+    "corners stays <= the one certified bound of each expression.",
+    "docs/topics/approx.md#composition-rules",
+)
+def check_composed_expressions():
+    rng = np.random.default_rng(2028)
+    rows, ratio = [], 0.0
+    for name, f, lo, hi in composed_expressions():
+        corners = np.array(list(itertools.product(*zip(lo, hi, strict=True))))
+        x = jnp.asarray(np.concatenate([rng.uniform(lo, hi, (COMPOSED_POINTS, lo.size)),
+                                        corners]))
+        err = float(jnp.max(jnp.abs(f(x) - f.exact(x))))
+        ratio = max(ratio, err / (f.bound * (1 + REL) + ROUND))
+        r = f.resources
+        rows.append({"expression": name, "measured": err, "bound": f.bound,
+                     "range": list(f.range), "heads": r.heads, "layers": r.layers,
+                     "max_beta": r.max_beta, "anchors": r.anchors})
+    return Outcome(
+        upper_bound(ratio, 1.0, "each rule's bound is proved (docs/topics/approx.md#"
+                    "composition-rules); slack relative 1e-9, absolute 1e-12 for float64 "
+                    "round-off", name="max over expressions of measured / bound"),
+        details={"expressions": rows, "points": COMPOSED_POINTS, "seed": 2028},
     )
