@@ -505,6 +505,16 @@ RESULTS: tuple[Result, ...] = (
            _f("approx.compiled-relu-network"),
            _no("measured inside the check on random networks; no figure yet"),
            ()),
+    Result("composition-rules", "R2S docs/topics/approx.md#composition-rules",
+           "Composition rules",
+           "Sums, products, squares, reciprocals, max/min, ReLU, clip and ReLU networks of "
+           "emulated expressions on a box, with one certified sup-error bound.",
+           _no("interval arithmetic and Lipschitz propagation; proofs in the docs"),
+           _f("gmtheory.approx_compose.variables", "gmtheory.approx_compose.multiply",
+              "gmtheory.approx_compose.reciprocal", "gmtheory.approx_compose.maximum"),
+           _f("approx.composed-expressions"),
+           _no("measured inside the check on seven composites; no figure"),
+           ()),
     # ------------------------------------------------------------------ GMA layer
     Result("gma-prompt-limit", "GMA docs/topics/gma.md#gaussian-mixture-attention-gmtheorygma",
            "GMA's infinite-prompt limit",
