@@ -19,7 +19,8 @@ from .. import approx_compose as C
 from ..problems import stream_key
 from ._base import SimConfig, Simulation, register
 
-__all__ = ["TARGETS", "measure", "measure_composed", "SHIFTED", "adversarial_max_error",
+__all__ = ["TARGETS", "measure", "measure_composed", "measure_interpolation_affine", "SHIFTED",
+           "adversarial_max_error",
            "ApproxRatesConfig"]
 
 # target -> (resource name, default resource values, x-axis scale)
@@ -226,6 +227,37 @@ def measure_composed(target: str, values=None, *, key=None, n_random: int = 4096
                 rows["shifted_measured"].append(err)
                 rows["shifted_bound"].append(f.bound)
     return {"resource": np.array(values, float), **{k: np.array(v) for k, v in rows.items()}}
+
+
+def measure_interpolation_affine(values=None, *, d: int = 3, t: float = 0.3, key=None,
+                                 n_random: int = 20_000):
+    """The ``d > 1`` interpolation head :func:`gmtheory.approx.interpolation_head_affine`
+    for ``clip(w^T x + t, -1, 1)``, ``w ~ N(0, I_d)`` and ``x`` uniform on ``[-1, 1]^d`` plus
+    the corners, at ``p`` anchors (``beta = 20/h^2`` as in :func:`measure`).
+
+    Returns ``p``, ``measured``, ``bound`` and ``vs_scalar``: the largest difference from
+    the scalar head at ``y = w^T x + t`` (the same scores, formed differently); ``w``,
+    ``y_max`` (largest ``|y|``) and ``beta``.
+    """
+    values = TARGETS["interpolation"][1] if values is None else tuple(values)
+    key = stream_key(0, "approx-interpolation-affine") if key is None else key
+    kw, kx = jax.random.split(key)
+    w = jax.random.normal(kw, (d,))
+    x = _points(kx, -np.ones(d), np.ones(d), n_random, 0)
+    y = x @ w + t
+    rows = []
+    for p in values:
+        h = 2.0 / (int(p) - 1)
+        beta = 20.0 / h**2
+        out = A.interpolation_head_affine(x, w, t, -1.0, 1.0, int(p), beta)
+        rows.append((float(jnp.max(jnp.abs(out - jnp.clip(y, -1.0, 1.0)))),
+                     A.interpolation_bound(-1.0, 1.0, int(p), beta),
+                     float(jnp.max(jnp.abs(out - A.interpolation_head(y, -1.0, 1.0, int(p),
+                                                                       beta)))), beta))
+    return {"p": np.array(values, float), "measured": np.array([r[0] for r in rows]),
+            "bound": np.array([r[1] for r in rows]), "vs_scalar": np.array([r[2] for r in rows]),
+            "beta": np.array([r[3] for r in rows]), "w": np.asarray(w),
+            "y_max": float(jnp.max(jnp.abs(y)))}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,13 @@ import numpy as np
 
 from .. import approx as A
 from .. import approx_compose as C
-from ..simulations.approx_rates import MAX_N, SHIFTED, measure, measure_composed
+from ..simulations.approx_rates import (
+    MAX_N,
+    SHIFTED,
+    measure,
+    measure_composed,
+    measure_interpolation_affine,
+)
 from ..stats import fit_loglog, fit_semilog
 from ._registry import Outcome, agreement, lower_bound, register_check, upper_bound
 
@@ -102,19 +108,43 @@ def check_relu():
 @register_check(
     "approx.interpolation-head",
     "The p-anchor interpolation head approximates clip(y, -1, 1) within the derived bound "
-    "h + 2(b-a)q/(1-q), and its error decays like 1/p.",
+    "h + 2(b-a)q/(1-q), and its error decays like 1/p; so does the d = 3 head for "
+    "clip(w^T x + t, -1, 1) on 20 000 random points plus corners.",
     "docs/topics/approx.md#interpolation-head",
 )
 def check_interpolation():
     r = measure("interpolation")
     fit = fit_loglog(r["resource"] - 1, r["measured"])
     comps, extra = _composed("interpolation")
+    aff = measure_interpolation_affine()  # the d > 1 head, d = 3
+    fit_aff = fit_loglog(aff["p"] - 1, aff["measured"])
+    d = aff["w"].size
+    # float64 round-off of the two score forms: each score is a sum of d + 3 products of
+    # size <= beta (2 |y| + 1 + 2 |t|); 16 (d + 3) ulps of that moves each softmax weight by a
+    # factor <= e^{2 ds}, the output (a mean of anchors in [-1, 1]) by <= 2 * 2 ds
+    ds = 16 * (d + 3) * 2.0**-52 * aff["beta"].max() * (2 * aff["y_max"] + 1 + 2 * 0.3)
     return Outcome(_bound(r),
                    agreement(abs(fit.slope + 1.0), 0.05,
                              "slope of sup error vs p-1 (anchor spacing); beta = 20/h^2 keeps "
                              "the exponential tail negligible", name="|slope - (-1)|"),
                    *comps,
-                   details={**_details(r, fit, -1.0), "p": r["resource"], **extra})
+                   upper_bound(float(np.max(aff["measured"] / (aff["bound"] * (1 + REL)
+                                                               + ROUND))), 1.0,
+                               "d = 3 head for clip(w^T x + t): the scalar head's proved bound "
+                               "holds for every y = w^T x + t; float64 slack as above",
+                               name="d > 1 head: max over p of measured / bound"),
+                   agreement(abs(fit_aff.slope + 1.0), 0.05,
+                             "d = 3 head: slope of sup error vs p - 1, as for the scalar head",
+                             name="d > 1 head: |slope - (-1)|"),
+                   agreement(float(np.max(aff["vs_scalar"])), 4.0 * ds,
+                             "d = 3 head vs the scalar head at y = w^T x + t: equal scores "
+                             "formed in two ways; tolerance from 16 (d + 3) ulps of the largest "
+                             "score", name="d > 1 head: max |affine - scalar head|"),
+                   details={**_details(r, fit, -1.0), "p": r["resource"], **extra,
+                            "affine_measured": aff["measured"], "affine_bound": aff["bound"],
+                            "affine_slope": fit_aff.slope, "affine_slope_stderr": fit_aff.stderr,
+                            "affine_vs_scalar": aff["vs_scalar"], "affine_w": aff["w"],
+                            "affine_d": d})
 
 
 @register_check(
