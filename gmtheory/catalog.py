@@ -504,8 +504,9 @@ RESULTS: tuple[Result, ...] = (
            _no("interval arithmetic and the two-key head's tail bound; proof in the docs"),
            _f("gmtheory.approx.compile_relu_network", "gmtheory.approx.relu_network_bound"),
            _f("approx.compiled-relu-network"),
-           _no("measured inside the check on random networks; no figure yet"),
-           ()),
+           _f("approx-compiled", note="compiled random networks over beta and eps; nothing "
+              "trained"),
+           ("approx-compiled",)),
     Result("composition-rules", "R2S docs/topics/approx.md#composition-rules",
            "Composition rules",
            "Sums, products, squares, reciprocals, max/min, ReLU, clip and ReLU networks of "

@@ -8,7 +8,6 @@ resource, which must match the bound's exponent.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import jax.numpy as jnp
@@ -16,6 +15,7 @@ import numpy as np
 
 from .. import approx as A
 from .. import approx_compose as C
+from ..simulations.approx_compiled import COMPILED_NETS, box_points, random_relu_network
 from ..simulations.approx_rates import (
     MAX_N,
     SHIFTED,
@@ -214,24 +214,9 @@ def check_reciprocal_newton():
 
 
 # ------------------------------------------------------------ compiled ReLU networks
-# (seed, input dimension d, widths of the affine layers): depths 2-4, widths <= 16, d <= 4
-COMPILED_NETS = ((0, 1, (8, 1)), (1, 2, (16, 1)), (2, 2, (16, 16, 1)), (3, 3, (12, 8, 2)),
-                 (4, 4, (16, 16, 16, 1)), (5, 4, (8, 16, 8, 3)), (6, 3, (16, 4, 16, 1)))
 COMPILED_EPS = (1e-2, 1e-3)
 COMPILED_BETAS = (1e2, 1e3, 1e4, 1e5, 1e6)
 COMPILED_POINTS = 20_000
-
-
-def random_relu_network(seed: int, d: int, widths):
-    """Random ReLU network ``[(W, b)]`` (``W ~ N(0, 1/fan_in)``, ``b ~ N(0, 1/4)``) and a
-    random box ``lo in [-2, 0]^d``, ``hi = lo + [0.5, 2]^d``, from ``numpy`` seed ``seed``."""
-    rng = np.random.default_rng(seed)
-    layers, prev = [], d
-    for w in widths:
-        layers.append((rng.normal(size=(w, prev)) / math.sqrt(prev), 0.5 * rng.normal(size=w)))
-        prev = w
-    lo = rng.uniform(-2.0, 0.0, d)
-    return layers, lo, lo + rng.uniform(0.5, 2.0, d), rng
 
 
 def _sup_error(net, x):
@@ -250,8 +235,7 @@ def check_compiled_relu_network():
     ratios, eps_ratio, shrink, slopes, rows = [], [], [], [], []
     for seed, d, widths in COMPILED_NETS:
         layers, lo, hi, rng = random_relu_network(seed, d, widths)
-        corners = np.array(list(itertools.product(*zip(lo, hi, strict=True))))
-        x = jnp.asarray(np.concatenate([rng.uniform(lo, hi, (COMPILED_POINTS, d)), corners]))
+        x = box_points(rng, lo, hi, COMPILED_POINTS)
         nets = [A.compile_relu_network(layers, lo, hi, eps=e) for e in COMPILED_EPS]
         nets += [A.compile_relu_network(layers, lo, hi, beta=b) for b in COMPILED_BETAS]
         meas = np.array([_sup_error(n, x) for n in nets])
@@ -368,9 +352,7 @@ def check_composed_expressions():
     rng = np.random.default_rng(2028)
     rows, ratio = [], 0.0
     for name, f, lo, hi in composed_expressions():
-        corners = np.array(list(itertools.product(*zip(lo, hi, strict=True))))
-        x = jnp.asarray(np.concatenate([rng.uniform(lo, hi, (COMPOSED_POINTS, lo.size)),
-                                        corners]))
+        x = box_points(rng, lo, hi, COMPOSED_POINTS)
         err = float(jnp.max(jnp.abs(f(x) - f.exact(x))))
         ratio = max(ratio, err / (f.bound * (1 + REL) + ROUND))
         r = f.resources
