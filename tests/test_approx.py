@@ -56,11 +56,16 @@ def test_bad_inputs():
 
 
 def test_trained_pipeline_small(tmp_path):
-    a, _, _ = run_simulation("approx-trained", overrides={"steps": 50, "seeds": 2, "levels": (1,),
-                                                          "pieces": (4,)},
-                             results_dir=tmp_path, progress=False)
+    a, _, _ = run_simulation("approx-trained", overrides={
+        "steps": 50, "generic_steps": 20, "seeds": 2, "levels": (1,), "pieces": (4,),
+        "betas": (100.0,), "anchors": (5,), "mul_levels": (), "newton_steps": ()},
+        results_dir=tmp_path, progress=False)
     assert a["square/sup"].shape == (1, 2) and np.all(np.isfinite(a["square/sup"]))
     np.testing.assert_allclose(a["square/constructive"], [0.0625], rtol=1e-3)
+    # the same-size families of the other targets: the construction's error on their points
+    np.testing.assert_allclose(a["relu/constructive"], [A.relu_bound(100.0)], rtol=1e-3)
+    np.testing.assert_allclose(a["max-relu-tree/constructive"], [0.0074], rtol=0.2)
+    assert a["interpolation/sup"].shape == (1, 2) and "multiply/sup" not in a
 
 
 # ------------------------------------------------------------ compile_relu_network
