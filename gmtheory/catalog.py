@@ -516,7 +516,10 @@ RESULTS: tuple[Result, ...] = (
            "Composition rules",
            "Sums, products, squares, reciprocals, max/min, ReLU, clip and ReLU networks of "
            "emulated expressions on a box, with one certified sup-error bound.",
-           _no("interval arithmetic and Lipschitz propagation; proofs in the docs"),
+           _f("relu_softmax.product_rescale_residual", "relu_softmax.product_error_residual",
+              "relu_softmax.square_rescale_residual", "relu_softmax.square_error_residual",
+              "relu_softmax.reciprocal_rescale_residual",
+              "relu_softmax.reciprocal_error_residual"),
            _f("gmtheory.approx_compose.variables", "gmtheory.approx_compose.multiply",
               "gmtheory.approx_compose.reciprocal", "gmtheory.approx_compose.maximum"),
            _f("approx.composed-expressions"),
