@@ -32,6 +32,10 @@ Building blocks and their bounds (``c = max_{u>0} u / (1 + e^u) ~ 0.2785``):
 * :func:`reciprocal_newton` — ``y <- y (2 - x y)`` from ``y_0 = 1`` with attention
   multiplications; ``r = 1 - x y`` obeys ``|r_{k+1}| <= r_k^2 + delta`` with ``delta`` the
   multiplication error, so ``|y_k - 1/x| <= R_k / a``.
+
+:func:`compile_relu_network` compiles any ReLU network (one :func:`relu` head per hidden
+unit) with a certified bound on a box; :mod:`gmtheory.approx_compose` composes the blocks
+above (sums, products, reciprocals, max/min, ReLU networks of expressions) with one bound.
 """
 
 from __future__ import annotations

@@ -54,8 +54,9 @@ def _composed(target):
                   "rescalings are u = (x - 0)/1 and 0 + 1*out, exact in float64; 1e-12 allows "
                   "for round-off only", name="max |composed - hand-built|"),
         upper_bound(float(ratio), 1.0,
-                    "the composition rules' bound is proved (docs/topics/approx.md#composition-"
-                    "rules); slack relative 1e-9, absolute 1e-12 for float64 round-off",
+                    "the composition rules' bound is proved "
+                    "(docs/topics/approx.md#composition-rules); slack relative 1e-9, "
+                    "absolute 1e-12 for float64 round-off",
                     name=f"max measured / composed bound (own domain and box {SHIFTED[target]})"),
     )
     return comps, {"composed_" + k: v for k, v in c.items() if k != "resource"}
