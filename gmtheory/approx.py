@@ -14,6 +14,8 @@ Building blocks and their bounds (``c = max_{u>0} u / (1 + e^u) ~ 0.2785``):
   ``beta (2 a_j y - a_j^2) = -beta (y - a_j)^2 + const`` makes softmax a near-argmax
   over anchors, approximating ``clip(y, a, b)``.  Derived bound (spacing
   ``h = (b - a)/(p - 1)``, ``q = exp(-beta h^2)``): ``h + 2 (b - a) q / (1 - q)``.
+  :func:`interpolation_head_affine` is the ``d > 1`` form for ``y = w^T x + t`` (the
+  affine map moves into the keys; same score, same bound).
 * :func:`max_one_head` — one head over ``n`` scores ``beta x_i``:
   ``0 <= max - out <= log(n)/beta`` and ``<= (n - 1) range e^{-beta delta}``.
 * :func:`max_relu_tree` — ``max(x, y) = y + ReLU(x - y)``, depth ``ceil(log2 n)``;
@@ -30,6 +32,10 @@ Building blocks and their bounds (``c = max_{u>0} u / (1 + e^u) ~ 0.2785``):
 * :func:`reciprocal_newton` — ``y <- y (2 - x y)`` from ``y_0 = 1`` with attention
   multiplications; ``r = 1 - x y`` obeys ``|r_{k+1}| <= r_k^2 + delta`` with ``delta`` the
   multiplication error, so ``|y_k - 1/x| <= R_k / a``.
+
+:func:`compile_relu_network` compiles any ReLU network (one :func:`relu` head per hidden
+unit) with a certified bound on a box; :mod:`gmtheory.approx_compose` composes the blocks
+above (sums, products, reciprocals, max/min, ReLU networks of expressions) with one bound.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ __all__ = [
     "relu",
     "relu_bound",
     "interpolation_head",
+    "interpolation_head_affine",
     "interpolation_bound",
     "max_one_head",
     "max_one_head_bound",
@@ -171,6 +178,40 @@ def interpolation_head(y, a: float, b: float, p: int, beta):
     q = jnp.stack([y, jnp.ones_like(y)], axis=1)
     U = beta * jnp.diag(jnp.array([2.0, -1.0], y.dtype))
     return softmax_attention(tokens, U, jnp.array([[1.0, 0.0]], y.dtype), q)[:, 0]
+
+
+def interpolation_head_affine(x, w, t: float, a: float, b: float, p: int, beta):
+    """The interpolation head for ``clip(w^T x + t, a, b)`` on inputs ``x`` in ``R^d``.
+
+    The reference's form for ``d > 1``: anchor tokens ``k_j = (a_j w, a_j t - a_j^2/2,
+    a_j)`` in ``R^{d+2}``, query ``(x, 1, 0)``, ``U = 2 beta I``, so the score is
+    ``2 beta (a_j (w^T x + t) - a_j^2/2) = beta (2 a_j y - a_j^2)`` with ``y = w^T x + t``,
+    the scalar head's score; ``V = e_{d+2}^T`` reads ``a_j``.  The map ``x -> y`` lives in
+    the keys, so the bound is :func:`interpolation_bound` for every ``x``.
+    Shapes: ``x`` ``(n, d)``, ``w`` ``(d,)`` -> ``(n,)``.  Resources: 1 head, ``p`` anchors.
+    """
+    beta = _check_beta(beta)
+    if not (b > a):
+        raise ValueError(f"a, b: need a < b, got a={a}, b={b}.")
+    if int(p) < 2:
+        raise ValueError(f"p: need at least 2 anchors, got {p}.")
+    x = as_float_array(x, "x")
+    w = as_float_array(w, "w")
+    if w.ndim != 1 or x.ndim != 2 or x.shape[1] != w.shape[0]:
+        raise ValueError(f"x, w: expected x of shape (n, d) and w of shape (d,), got "
+                         f"{tuple(x.shape)} and {tuple(w.shape)}.")
+    check_finite(x, "x")
+    check_finite(w, "w")
+    if not math.isfinite(t):
+        raise ValueError(f"t: the offset must be finite, got {t}.")
+    d = w.shape[0]
+    anchors = jnp.linspace(a, b, int(p), dtype=x.dtype)
+    tokens = jnp.concatenate([anchors[:, None] * w[None], (anchors * t - anchors**2 / 2)[:, None],
+                              anchors[:, None]], axis=1)
+    q = jnp.concatenate([x, jnp.ones((x.shape[0], 1), x.dtype),
+                         jnp.zeros((x.shape[0], 1), x.dtype)], axis=1)
+    V = jnp.zeros((1, d + 2), x.dtype).at[0, d + 1].set(1.0)
+    return softmax_attention(tokens, 2.0 * beta * jnp.eye(d + 2, dtype=x.dtype), V, q)[:, 0]
 
 
 def interpolation_bound(a: float, b: float, p: int, beta) -> float:

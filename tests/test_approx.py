@@ -56,11 +56,29 @@ def test_bad_inputs():
 
 
 def test_trained_pipeline_small(tmp_path):
-    a, _, _ = run_simulation("approx-trained", overrides={"steps": 50, "seeds": 2, "levels": (1,),
-                                                          "pieces": (4,)},
-                             results_dir=tmp_path, progress=False)
+    a, _, _ = run_simulation("approx-trained", overrides={
+        "steps": 50, "generic_steps": 20, "seeds": 2, "levels": (1,), "pieces": (4,),
+        "betas": (), "anchors": (), "mul_levels": (), "newton_steps": ()},
+        results_dir=tmp_path, progress=False)
     assert a["square/sup"].shape == (1, 2) and np.all(np.isfinite(a["square/sup"]))
     np.testing.assert_allclose(a["square/constructive"], [0.0625], rtol=1e-3)
+    assert "multiply/sup" not in a  # an empty size list leaves its family out
+
+
+def test_trained_generic_family_contains_the_construction():
+    from gmtheory.simulations import approx_trained as T
+
+    r = T.train_generic(jax.random.key(0), "relu", 100.0, seeds=2, steps=10)
+    # the construction's error on the evaluation grid is its exact sup c/beta
+    np.testing.assert_allclose(float(r["constructive"]), A.relu_bound(100.0), rtol=1e-3)
+    assert r["sup"].shape == (2,) and np.all(np.isfinite(r["sup"]))
+    # the family at the construction's parameters is the construction
+    p = {"layers": [{"A": jnp.zeros((1, 1)), "B": jnp.ones((1, 1)), "b": jnp.zeros(1),
+                     "M": jnp.ones((1, 1)), "c": jnp.zeros(1), "gamma": jnp.ones(1)}],
+         "alpha": jnp.zeros(1), "delta": jnp.zeros(())}
+    x = jnp.linspace(-1, 1, 11)[:, None]
+    np.testing.assert_allclose(T._generic_model(p, x, "relu", 100.0, 3), A.relu(x[:, 0], 100.0),
+                               rtol=1e-12)
 
 
 # ------------------------------------------------------------ compile_relu_network
@@ -160,3 +178,68 @@ def test_max_goes_through_the_compiler():
     np.testing.assert_allclose(net(x)[:, 0], out, atol=1e-12)  # the same heads' arithmetic
     assert float(jnp.abs(net(x)[:, 0] - x.max(1)).max()) <= net.bound
     assert net.resources.layers == 3
+
+
+# ------------------------------------------------------------ composition rules
+def test_docs_composition_example_runs(capsys):
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parents[1] / "docs" / "topics" / "approx.md").read_text()
+    section = page.split("## Composition rules")[1].split("\n## ")[0]
+    code, = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    exec(compile(code, "approx.md[compose]", "exec"), {"__name__": "__docs__"})
+    lines = capsys.readouterr().out.strip().splitlines()
+    expected = re.findall(r"```text\n(.*?)```", section, flags=re.S)[0].strip().splitlines()
+    assert lines[:2] == expected[:2]  # the expression's bound and resources, as printed
+    err, _, bound = lines[2].partition(" <= ")
+    assert float(err) <= float(bound)
+    np.testing.assert_allclose([float(v) for v in lines[3].split()],
+                               [float(v) for v in expected[3].split()], rtol=1e-9)
+
+
+def test_composition_identity_routes_and_bounds():
+    from gmtheory import approx_compose as C
+
+    (t,) = C.variables(0.0, 1.0)
+    x = jnp.linspace(0.0, 1.0, 257)[:, None]
+    sq = C.square(t, 3)
+    np.testing.assert_array_equal(sq(x), A.square(x[:, 0], 3)[0])
+    assert sq.bound == A.square_bound(3) and sq.resources.heads == 9
+    # a shared node counts its heads once; layers follow the longest path
+    f = sq + C.relu(sq - 0.5, 10.0)
+    assert f.resources.heads == 10 and f.resources.layers == 4
+    (s,) = C.variables(-2.0, 1.0)
+    xs = jnp.linspace(-2.0, 1.0, 1001)[:, None]
+    for g in (C.square(s, 4), 1 / (s + 3.0), C.maximum(s, 2 * s, -s, form="head", beta=30.0),
+              C.clip(3 * s, -1.0, 1.0, 9, 50.0), C.relu(s * s - 1.0, 20.0)):
+        assert float(jnp.abs(g(xs) - g.exact(xs)).max()) <= g.bound
+
+
+def test_composition_bad_inputs():
+    from gmtheory import approx_compose as C
+
+    x, y = C.variables([-1.0, 0.0], [1.0, 1.0])
+    with pytest.raises(ValueError, match="f: 1/f needs f bounded away from 0"):
+        C.reciprocal(x)
+    (z,) = C.variables(0.0, 1.0)
+    with pytest.raises(ValueError, match="the expressions live on different boxes"):
+        C.multiply(x, z)
+    with pytest.raises(ValueError, match="lo, hi: need lo < hi"):
+        C.variables([0.0, 1.0], [1.0, 1.0])
+    with pytest.raises(ValueError, match="form: must be 'tree' or 'head'"):
+        C.maximum(x, y, form="soft")
+    with pytest.raises(ValueError, match=r"x: expected shape \(n, 2\)"):
+        (x + y)(jnp.ones((3, 3)))
+
+
+def test_interpolation_head_affine_is_the_scalar_head_in_d3():
+    rng = np.random.default_rng(3)
+    w, x = jnp.asarray(rng.normal(size=3)), jnp.asarray(rng.uniform(-1, 1, (500, 3)))
+    out = A.interpolation_head_affine(x, w, 0.2, -1.0, 1.0, 17, 300.0)
+    y = x @ w + 0.2
+    np.testing.assert_allclose(out, A.interpolation_head(y, -1.0, 1.0, 17, 300.0), atol=1e-12)
+    assert float(jnp.abs(out - jnp.clip(y, -1, 1)).max()) <= A.interpolation_bound(-1, 1, 17,
+                                                                                   300.0)
+    with pytest.raises(ValueError, match="x, w: expected x of shape"):
+        A.interpolation_head_affine(x, w[:2], 0.0, -1.0, 1.0, 5, 10.0)

@@ -142,10 +142,24 @@ def _square_newton(out):
     out["newton_residual"] = sp.expand((1 - xx * y_next) - (r**2 - xx * dd))
 
 
+# --------------------------------------------------------------------------- step 5
+def _composition(out):
+    """The algebra behind the rules of ``gmtheory.approx_compose``."""
+    A, B, S, T, u, v, f, g, fh, gh, s = sp.symbols("A B S T u v f g fhat ghat s", real=True)
+    out["product_rescale_residual"] = sp.expand(
+        (A + S * u) * (B + T * v) - (A * B + A * T * v + B * S * u + S * T * u * v))
+    out["product_error_residual"] = sp.expand(fh * gh - f * g - ((fh - f) * gh + f * (gh - g)))
+    out["square_rescale_residual"] = sp.expand(
+        (A + S * u) ** 2 - (A**2 + 2 * A * S * u + S**2 * u**2))
+    out["square_error_residual"] = sp.expand(fh**2 - f**2 - (fh - f) * (fh + f))
+    out["reciprocal_rescale_residual"] = sp.simplify((1 / (fh / s)) / s - 1 / fh)
+    out["reciprocal_error_residual"] = sp.simplify(1 / fh - 1 / f - (f - fh) / (f * fh))
+
+
 @lru_cache(maxsize=1)
 def derive() -> dict:
     out: dict = {}
-    for step in (_relu_constant, _max_head, _interpolation, _square_newton):
+    for step in (_relu_constant, _max_head, _interpolation, _square_newton, _composition):
         step(out)
     return out
 
@@ -248,6 +262,18 @@ def markdown() -> str:
         "\\tfrac12$). Newton with a perturbed step $y' = y(2 - xy) + \\delta$: $r' = 1 - xy' "
         "= r^2 - x\\delta$ (`newton_residual`), so $|r_{k+1}| \\le r_k^2 + |\\delta|$ for "
         "$x \\le 1$: `approx.reciprocal_newton_bound`.", "",
+        "## 5. The composition rules", "",
+        "`gmtheory.approx_compose` maps an emulated value $\\hat f \\in [A, A + S]$ onto "
+        "$u = (\\hat f - A)/S \\in [0, 1]$ and back: $(A + Su)(B + Tv) = AB + ATv + BSu + "
+        "STuv$ (`product_rescale_residual`) and $(A + Su)^2 = A^2 + 2ASu + S^2u^2$ "
+        "(`square_rescale_residual`), so the product's error on $[0, 1]^2$ is multiplied by "
+        "$ST$ and the square's by $S^2$; for the reciprocal $\\frac1s\\cdot\\frac{1}{\\hat f/s} "
+        "= 1/\\hat f$ (`reciprocal_rescale_residual`), so its error is divided by $s$. The "
+        "error carried by the arguments enters through $\\hat f\\hat g - fg = "
+        "(\\hat f - f)\\hat g + f(\\hat g - g)$ (`product_error_residual`), $\\hat f^2 - f^2 = "
+        "(\\hat f - f)(\\hat f + f)$ (`square_error_residual`) and $1/\\hat f - 1/f = "
+        "(f - \\hat f)/(f\\hat f)$ (`reciprocal_error_residual`); docs/topics/approx.md"
+        "#composition-rules bounds each term.", "",
         "## Residuals", "",
     ]
     return "\n".join(lines + residual_lines(d))

@@ -26,6 +26,7 @@ from ._base import (
 def load_all() -> None:
     """Import every simulation module (each registers its simulations)."""
     from . import (  # noqa: F401
+        approx_compiled,
         approx_rates,
         approx_trained,
         clean_context,

@@ -15,10 +15,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import approx as A
+from .. import approx_compose as C
 from ..problems import stream_key
 from ._base import SimConfig, Simulation, register
 
-__all__ = ["TARGETS", "measure", "adversarial_max_error", "ApproxRatesConfig"]
+__all__ = ["TARGETS", "measure", "measure_composed", "measure_interpolation_affine", "SHIFTED",
+           "adversarial_max_error",
+           "ApproxRatesConfig"]
 
 # target -> (resource name, default resource values, x-axis scale)
 TARGETS = {
@@ -118,6 +121,143 @@ def measure(target: str, values=None, *, key=None, n_random: int = 4096):
         "layers": np.array([r[2].layers for r in rows]),
         "max_beta": np.array([r[2].max_beta for r in rows]),
     }
+
+
+# target -> the box of the composed route's second test (rescaled into the construction's
+# domain by the composition rules; a sub-box off 0 for ReLU exercises the tail bound)
+SHIFTED = {
+    "relu": (0.5, 4.0),
+    "interpolation": (-3.0, 3.0),
+    "max-one-head": (-1.0, 2.0),
+    "max-relu-tree": (-1.0, 2.0),
+    "square": (-1.0, 3.0),
+    "multiply": ((-2.0, 0.5), (1.0, 3.0)),
+    "reciprocal-pl": (0.5, 2.0),
+    "reciprocal-newton": (0.5, 2.0),
+}
+
+
+def _composed(target, v, vars_):
+    """The target at resource ``v`` through :mod:`gmtheory.approx_compose`."""
+    if target == "relu":
+        return C.relu(vars_[0], float(v))
+    if target == "interpolation":
+        h = 2.0 / (int(v) - 1)
+        return C.clip(vars_[0], -1.0, 1.0, int(v), 20.0 / h**2)
+    if target in ("max-one-head", "max-relu-tree"):
+        return C.maximum(*vars_, form="head" if target == "max-one-head" else "tree",
+                         beta=float(v))
+    if target == "square":
+        return C.square(vars_[0], int(v))
+    if target == "multiply":
+        return C.multiply(vars_[0], vars_[1], int(v))
+    if target == "reciprocal-pl":
+        return C.reciprocal(vars_[0], n=int(v), beta=1e9)
+    return C.reciprocal(vars_[0], form="newton", steps=int(v), m=10, beta=None)
+
+
+def _hand(target, v, x):
+    """The hand-built construction of :func:`measure` at resource ``v`` on ``x`` ``(n, d)``."""
+    if target == "relu":
+        return A.relu(x[:, 0], float(v))
+    if target == "interpolation":
+        h = 2.0 / (int(v) - 1)
+        return A.interpolation_head(x[:, 0], -1.0, 1.0, int(v), 20.0 / h**2)
+    if target == "max-one-head":
+        return A.max_one_head(x, float(v))
+    if target == "max-relu-tree":
+        return A.max_relu_tree(x, float(v))[0]
+    if target == "square":
+        return A.square(x[:, 0], int(v))[0]
+    if target == "multiply":
+        return A.multiply(x[:, 0], x[:, 1], int(v))[0]
+    if target == "reciprocal-pl":
+        return A.reciprocal_pl(x[:, 0], RECIP_A, int(v), 1e9)[0]
+    return A.reciprocal_newton(x[:, 0], RECIP_A, int(v), 10)[0]
+
+
+def _points(key, lo, hi, n_random, grid):
+    """Random points of the box plus its corners (a dense grid instead in 1-D)."""
+    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+    if lo.size == 1:
+        return jnp.linspace(lo[0], hi[0], grid)[:, None]
+    corners = np.array(np.meshgrid(*zip(lo, hi, strict=True))).reshape(lo.size, -1).T
+    x = jax.random.uniform(key, (n_random, lo.size), minval=lo, maxval=hi)
+    return jnp.concatenate([x, jnp.asarray(corners)])
+
+
+def measure_composed(target: str, values=None, *, key=None, n_random: int = 4096):
+    """The ``target`` through the composition rules of :mod:`gmtheory.approx_compose`.
+
+    At each resource value: ``same``, the largest ``|composed - hand-built|`` on the
+    construction's own domain (where every rescaling is the identity); ``measured`` and
+    ``bound``, the composed route's sup error and certified bound there; ``shifted_*`` the
+    same on the box :data:`SHIFTED` (rescaled into the domain by the rules).  Random
+    points plus corners in higher dimension, a dense grid in 1-D.
+    """
+    if target not in TARGETS:
+        raise ValueError(f"target: unknown {target!r}; choose from {sorted(TARGETS)}.")
+    values = TARGETS[target][1] if values is None else tuple(values)
+    key = stream_key(0, f"approx-composed-{target}") if key is None else key
+    own = {"relu": (-4.0, 4.0), "interpolation": (-1.5, 1.5), "square": (0.0, 1.0),
+           "reciprocal-pl": (RECIP_A, 1.0), "reciprocal-newton": (RECIP_A, 1.0)}
+    d = MAX_N if target.startswith("max") else 2 if target == "multiply" else 1
+    boxes = {"own": own.get(target, (0.0, 1.0)), "shifted": SHIFTED[target]}
+    rows = {k: [] for k in ("same", "measured", "bound", "shifted_measured", "shifted_bound",
+                            "heads", "layers", "max_beta")}
+    for name, (lo, hi) in boxes.items():
+        lo = np.broadcast_to(np.asarray(lo, float), (d,))
+        hi = np.broadcast_to(np.asarray(hi, float), (d,))
+        vars_ = C.variables(lo, hi)
+        x = _points(jax.random.fold_in(key, name == "shifted"), lo, hi, n_random,
+                    1001 if target == "reciprocal-newton" else 4001)
+        for v in values:
+            f = _composed(target, v, vars_)
+            out = f(x)
+            err = float(jnp.max(jnp.abs(out - f.exact(x))))
+            if name == "own":
+                rows["same"].append(float(jnp.max(jnp.abs(out - _hand(target, v, x)))))
+                rows["measured"].append(err)
+                rows["bound"].append(f.bound)
+                r = f.resources
+                rows["heads"].append(r.heads)
+                rows["layers"].append(r.layers)
+                rows["max_beta"].append(r.max_beta)
+            else:
+                rows["shifted_measured"].append(err)
+                rows["shifted_bound"].append(f.bound)
+    return {"resource": np.array(values, float), **{k: np.array(v) for k, v in rows.items()}}
+
+
+def measure_interpolation_affine(values=None, *, d: int = 3, t: float = 0.3, key=None,
+                                 n_random: int = 20_000):
+    """The ``d > 1`` interpolation head :func:`gmtheory.approx.interpolation_head_affine`
+    for ``clip(w^T x + t, -1, 1)``, ``w ~ N(0, I_d)`` and ``x`` uniform on ``[-1, 1]^d`` plus
+    the corners, at ``p`` anchors (``beta = 20/h^2`` as in :func:`measure`).
+
+    Returns ``p``, ``measured``, ``bound`` and ``vs_scalar``: the largest difference from
+    the scalar head at ``y = w^T x + t`` (the same scores, formed differently); ``w``,
+    ``y_max`` (largest ``|y|``) and ``beta``.
+    """
+    values = TARGETS["interpolation"][1] if values is None else tuple(values)
+    key = stream_key(0, "approx-interpolation-affine") if key is None else key
+    kw, kx = jax.random.split(key)
+    w = jax.random.normal(kw, (d,))
+    x = _points(kx, -np.ones(d), np.ones(d), n_random, 0)
+    y = x @ w + t
+    rows = []
+    for p in values:
+        h = 2.0 / (int(p) - 1)
+        beta = 20.0 / h**2
+        out = A.interpolation_head_affine(x, w, t, -1.0, 1.0, int(p), beta)
+        rows.append((float(jnp.max(jnp.abs(out - jnp.clip(y, -1.0, 1.0)))),
+                     A.interpolation_bound(-1.0, 1.0, int(p), beta),
+                     float(jnp.max(jnp.abs(out - A.interpolation_head(y, -1.0, 1.0, int(p),
+                                                                       beta)))), beta))
+    return {"p": np.array(values, float), "measured": np.array([r[0] for r in rows]),
+            "bound": np.array([r[1] for r in rows]), "vs_scalar": np.array([r[2] for r in rows]),
+            "beta": np.array([r[3] for r in rows]), "w": np.asarray(w),
+            "y_max": float(jnp.max(jnp.abs(y)))}
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Does training find the constructive error?  Trained attention of the same resources.
 
-Two families, each containing the explicit construction of :mod:`gmtheory.approx`:
+All eight targets of :mod:`gmtheory.approx`, each with a trainable family that contains
+the explicit construction at the same heads, layers, ``beta`` and anchors (issue 28):
 
 * ``square``: ``m`` layers of three attention-ReLU heads (same ``beta`` as the
   construction).  Layer ``s`` maps a carried scalar ``h`` to
@@ -10,10 +11,16 @@ Two families, each containing the explicit construction of :mod:`gmtheory.approx
   ``sum_j w_j R(a_j x + b_j) + c`` — contains the uniform piecewise-linear interpolant
   of ``1/x`` on ``[1/4, 1]``.  Knots start at jittered uniform positions (the first
   just left of the domain), weights at random.
+* ``relu``, ``max-relu-tree``, ``multiply``, ``reciprocal-newton``: attention-ReLU
+  networks with the construction's heads per layer on a carried state (see
+  :data:`GENERIC`); ``interpolation``: one head with ``p`` trainable anchors;
+  ``max-one-head``: one head with a trainable score scale ``<= beta``.
 
-Every head is :func:`gmtheory.approx.relu` (the two-key softmax head).  All seeds are
+Every ReLU head is :func:`gmtheory.approx.relu` (the two-key softmax head).  All seeds are
 trained at once (``batched=True``) by :func:`gmtheory.training.train`: gradient clipping
-then optax Adam with a cosine schedule; the reported error is the sup over a dense grid.
+then optax Adam with a cosine schedule; the reported error is the sup over a dense grid
+(random points plus the corners of the box in ``d > 1``), beside the construction's on the
+same points.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from .. import approx as A
 from ..training import train
 from ._base import SimConfig, Simulation, register
 
-__all__ = ["ApproxTrainedConfig", "train_family"]
+__all__ = ["ApproxTrainedConfig", "train_family", "train_generic", "GENERIC", "FAMILIES"]
 
 RECIP_A = 0.25
 
@@ -43,6 +50,13 @@ class ApproxTrainedConfig(SimConfig):
     n_train: int = 513
     levels: tuple[int, ...] = (1, 2, 3)
     pieces: tuple[int, ...] = (4, 8, 16)
+    betas: tuple[float, ...] = (100.0,)               # relu, max-one-head, max-relu-tree
+    anchors: tuple[int, ...] = (9,)                   # interpolation head
+    mul_levels: tuple[int, ...] = (1,)                # multiply
+    newton_steps: tuple[int, ...] = (1,)              # reciprocal-newton, at newton_levels
+    newton_levels: int = 3
+    n_train_nd: int = 512                             # random training points in d > 1
+    generic_steps: int = 500                          # Adam steps of the six new families
 
 
 def _init(key, family, size):
@@ -159,35 +173,193 @@ def train_family(key, family: str, size: int, *, seeds=4, steps=3000, lr=1e-2, n
             "bound": jnp.asarray(construct), "beta": jnp.asarray(beta)}
 
 
+# ----------------------------------------------------- the other six targets, same size
+# Every family below contains the explicit construction of its target with the same heads,
+# layers, beta (and anchors):
+# * "relu", "max-relu-tree", "multiply", "reciprocal-newton": an attention-ReLU network of
+#   the construction's heads per layer on a state s in R^D (affine maps between layers are
+#   free, as in the constructions): s_l = A_l s_{l-1} + M_l R(B_l s_{l-1} + b_l) + c_l,
+#   output sum_l gamma_l^T s_l + alpha^T x + delta, every R the two-key head at beta;
+# * "interpolation": one head with p trainable anchors a_j and values v_j at the
+#   construction's beta (score beta (2 a_j y - a_j^2));
+# * "max-one-head": one head, out = v sum_i softmax(u x)_i x_i + c with the score scale
+#   u = beta sigmoid(theta) <= beta.
+GENERIC = ("relu", "interpolation", "max-one-head", "max-relu-tree", "multiply",
+           "reciprocal-newton")
+MAX_N = 8
+
+
+def _spec(family, size, newton_levels):
+    """``(d_in, lo, hi, heads per layer, D, beta)`` of a generic family at ``size``."""
+    if family == "relu":
+        return 1, -1.0, 1.0, (1,), 1, float(size)
+    if family == "interpolation":
+        h = 2.0 / (int(size) - 1)
+        return 1, -1.5, 1.5, (), 1, 20.0 / h**2
+    if family == "max-one-head":
+        return MAX_N, 0.0, 1.0, (), MAX_N, float(size)
+    if family == "max-relu-tree":
+        return MAX_N, 0.0, 1.0, (4, 2, 1), MAX_N, float(size)
+    if family == "multiply":
+        m = int(size)
+        return 2, 0.0, 1.0, (9,) * m, 6, A.beta_for_levels(m)
+    m = int(newton_levels)
+    return 1, RECIP_A, 1.0, (9,) * (2 * m * int(size)), 8, A.beta_for_levels(m)
+
+
+def _generic_target(x, family):
+    if family == "relu":
+        return jnp.maximum(x[:, 0], 0.0)
+    if family == "interpolation":
+        return jnp.clip(x[:, 0], -1.0, 1.0)
+    if family.startswith("max"):
+        return x.max(1)
+    if family == "multiply":
+        return x[:, 0] * x[:, 1]
+    return 1.0 / x[:, 0]
+
+
+def _construction(x, family, size, newton_levels):
+    """The explicit construction of :mod:`gmtheory.approx` at the same size."""
+    beta = _spec(family, size, newton_levels)[-1]
+    if family == "relu":
+        return A.relu(x[:, 0], beta)
+    if family == "interpolation":
+        return A.interpolation_head(x[:, 0], -1.0, 1.0, int(size), beta)
+    if family == "max-one-head":
+        return A.max_one_head(x, beta)
+    if family == "max-relu-tree":
+        return A.max_relu_tree(x, beta)[0]
+    if family == "multiply":
+        return A.multiply(x[:, 0], x[:, 1], int(size))[0]
+    return A.reciprocal_newton(x[:, 0], RECIP_A, int(size), int(newton_levels))[0]
+
+
+def _generic_init(key, family, size, newton_levels):
+    d, lo, hi, heads, D, beta = _spec(family, size, newton_levels)
+    k = jax.random.split(key, 4 + 4 * len(heads))
+    if family == "interpolation":
+        a = jnp.sort(jax.random.uniform(k[0], (int(size),), minval=lo, maxval=hi))
+        return {"a": a, "v": a + 0.1 * jax.random.normal(k[1], a.shape)}
+    if family == "max-one-head":
+        return {"theta": jax.random.normal(k[0], ()), "v": 1.0 + 0.1 * jax.random.normal(k[1], ()),
+                "c": jnp.zeros(())}
+    layers = []
+    for i, w in enumerate(heads):
+        kk = k[4 + 4 * i: 8 + 4 * i]
+        layers.append({"A": jnp.eye(D) + 0.1 * jax.random.normal(kk[0], (D, D)),
+                       "B": jax.random.normal(kk[1], (w, D)) / jnp.sqrt(D),
+                       "b": -jax.random.uniform(kk[2], (w,)),
+                       "M": 0.5 * jax.random.normal(kk[3], (D, w)) / jnp.sqrt(w),
+                       "c": jnp.zeros((D,)), "gamma": jnp.zeros((D,))})
+    return {"layers": layers, "alpha": jnp.zeros((d,)), "delta": jnp.zeros(())}
+
+
+def _generic_model(params, x, family, size, newton_levels):
+    d, lo, hi, heads, D, beta = _spec(family, size, newton_levels)
+    if family == "interpolation":
+        a, y = params["a"], x[:, 0]
+        w = jax.nn.softmax(beta * (2.0 * y[:, None] * a[None] - a[None] ** 2), axis=1)
+        return w @ params["v"]
+    if family == "max-one-head":
+        u = beta * jax.nn.sigmoid(params["theta"])
+        return params["v"] * jnp.sum(jax.nn.softmax(u * x, axis=1) * x, axis=1) + params["c"]
+    st = jnp.concatenate([x, jnp.zeros((x.shape[0], D - d), x.dtype)], axis=1)
+    out = x @ params["alpha"] + params["delta"]
+    for lay in params["layers"]:
+        r = A.relu(st @ lay["B"].T + lay["b"], beta)
+        st = st @ lay["A"].T + r @ lay["M"].T + lay["c"]
+        out = out + st @ lay["gamma"]
+    return out
+
+
+def _generic_points(key, family, size, newton_levels, n):
+    """``n`` training or evaluation points: a grid in 1-D, uniform points plus the corners
+    of the box in higher dimension."""
+    d, lo, hi = _spec(family, size, newton_levels)[:3]
+    if d == 1:
+        return jnp.linspace(lo, hi, n)[:, None]
+    corners = jnp.array(np.array(np.meshgrid(*[[lo, hi]] * d)).reshape(d, -1).T)
+    return jnp.concatenate([jax.random.uniform(key, (n, d), minval=lo, maxval=hi), corners])
+
+
+def train_generic(key, family: str, size, *, seeds=3, steps=500, lr=1e-2, n_train=513,
+                  n_train_nd=512, newton_levels=3):
+    """Train ``seeds`` models of a :data:`GENERIC` family at the construction's size; the
+    sup error over 8193 evaluation points (grid, or random plus corners) beside the
+    construction's on the same points."""
+    if family not in GENERIC:
+        raise ValueError(f"family: must be one of {GENERIC}, got {family!r}.")
+    kd, ke, ki = jax.random.split(key, 3)
+    d = _spec(family, size, newton_levels)[0]
+    xt = _generic_points(kd, family, size, newton_levels, n_train if d == 1 else n_train_nd)
+    data = {"x": xt, "y": _generic_target(xt, family)}
+    sched = optax.cosine_decay_schedule(lr, steps, alpha=1e-3)
+    opt = optax.chain(optax.clip_by_global_norm(10.0), optax.adam(sched))
+
+    def mse(p, dd, _k):
+        return jnp.mean((_generic_model(p, dd["x"], family, size, newton_levels) - dd["y"]) ** 2)
+
+    p0 = jax.vmap(lambda k: _generic_init(k, family, size, newton_levels))(
+        jax.random.split(ki, seeds))
+    res = train(mse, p0, opt, steps=steps, data=data, record_every=_record_every(steps),
+                batched=True, desc=f"approx-trained {family} {size}",
+                tag=["approx-trained", family, size])
+    xe = _generic_points(ke, family, size, newton_levels, 8193)
+    ye = _generic_target(xe, family)
+    preds = jax.vmap(lambda p: _generic_model(p, xe, family, size, newton_levels))(res.params)
+    sup = jnp.max(jnp.abs(preds - ye[None]), axis=1)
+    constructive = float(jnp.max(jnp.abs(_construction(xe, family, size, newton_levels) - ye)))
+    return {"sup": sup, "loss": jnp.asarray(res.loss[-1]),
+            "constructive": jnp.asarray(constructive)}
+
+
+FAMILIES = ("relu", "interpolation", "max-one-head", "max-relu-tree", "square", "multiply",
+            "reciprocal", "reciprocal-newton")
+
+
+def _sizes(cfg, fam):
+    return {"relu": cfg.betas, "interpolation": cfg.anchors, "max-one-head": cfg.betas,
+            "max-relu-tree": cfg.betas, "square": cfg.levels, "multiply": cfg.mul_levels,
+            "reciprocal": cfg.pieces, "reciprocal-newton": cfg.newton_steps}[fam]
+
+
 def _points(cfg):
-    return ([{"family": "square", "size": int(m)} for m in cfg.levels]
-            + [{"family": "reciprocal", "size": int(n)} for n in cfg.pieces])
+    return [{"family": fam, "size": float(s) if fam in ("relu", "max-one-head", "max-relu-tree")
+             else int(s)} for fam in FAMILIES for s in _sizes(cfg, fam)]
 
 
 def _run_point(cfg, point, key):
+    if point["family"] in GENERIC:
+        return train_generic(key, point["family"], point["size"], seeds=cfg.seeds,
+                             steps=cfg.generic_steps, lr=cfg.lr, n_train=cfg.n_train,
+                             n_train_nd=cfg.n_train_nd, newton_levels=cfg.newton_levels)
     return train_family(key, point["family"], point["size"], seeds=cfg.seeds, steps=cfg.steps,
                         lr=cfg.lr, n_train=cfg.n_train)
 
 
 def _assemble(cfg, points, results):
     out = {}
-    for fam in ("square", "reciprocal"):
+    for fam in FAMILIES:
         idx = [i for i, p in enumerate(points) if p["family"] == fam]
+        if not idx:
+            continue
         out[f"{fam}/size"] = np.array([points[i]["size"] for i in idx], float)
         out[f"{fam}/sup"] = np.stack([results[i]["sup"] for i in idx])
         out[f"{fam}/constructive"] = np.array([float(results[i]["constructive"]) for i in idx])
-        out[f"{fam}/bound"] = np.array([float(results[i]["bound"]) for i in idx])
+        if fam in ("square", "reciprocal"):
+            out[f"{fam}/bound"] = np.array([float(results[i]["bound"]) for i in idx])
     return out
 
 
 def _summary(cfg, a):
-    lines = [f"{'family':<11} {'size':>5} {'constructive':>13} {'trained best':>13} "
+    lines = [f"{'family':<17} {'size':>7} {'constructive':>13} {'trained best':>13} "
              f"{'trained median':>15} {'seeds reaching construction':>28}"]
-    for fam in ("square", "reciprocal"):
-        for i, s in enumerate(a[f"{fam}/size"]):
+    for fam in FAMILIES:
+        for i, s in enumerate(a.get(f"{fam}/size", ())):
             sup = a[f"{fam}/sup"][i]
             c = a[f"{fam}/constructive"][i]
-            lines.append(f"{fam:<11} {int(s):5d} {c:13.3g} {sup.min():13.3g} "
+            lines.append(f"{fam:<17} {s:7g} {c:13.3g} {sup.min():13.3g} "
                          f"{np.median(sup):15.3g} {int(np.sum(sup <= c)):>14d}/{sup.size}")
     return lines
 

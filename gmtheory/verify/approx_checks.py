@@ -8,14 +8,21 @@ resource, which must match the bound's exponent.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import jax.numpy as jnp
 import numpy as np
 
 from .. import approx as A
-from ..simulations.approx_rates import MAX_N, measure
+from .. import approx_compose as C
+from ..simulations.approx_compiled import COMPILED_NETS, box_points, random_relu_network
+from ..simulations.approx_rates import (
+    MAX_N,
+    SHIFTED,
+    measure,
+    measure_composed,
+    measure_interpolation_affine,
+)
 from ..stats import fit_loglog, fit_semilog
 from ._registry import Outcome, agreement, lower_bound, register_check, upper_bound
 
@@ -33,6 +40,28 @@ def _bound(r):
                        name="max over resources of measured / bound")
 
 
+def _composed(target):
+    """Comparisons for the same target through :mod:`gmtheory.approx_compose` (issue 28):
+    on the construction's own domain the rules' rescalings are the identity, so the route
+    computes the same heads' arithmetic; on :data:`SHIFTED` they rescale, and the composed
+    bound must still hold at every point and resource value."""
+    c = measure_composed(target)
+    ratio = max(np.max(c["measured"] / (c["bound"] * (1 + REL) + ROUND)),
+                np.max(c["shifted_measured"] / (c["shifted_bound"] * (1 + REL) + ROUND)))
+    comps = (
+        agreement(float(np.max(c["same"])), 1e-12,
+                  "composed route vs the hand-built construction on its own domain: the "
+                  "rescalings are u = (x - 0)/1 and 0 + 1*out, exact in float64; 1e-12 allows "
+                  "for round-off only", name="max |composed - hand-built|"),
+        upper_bound(float(ratio), 1.0,
+                    "the composition rules' bound is proved "
+                    "(docs/topics/approx.md#composition-rules); slack relative 1e-9, "
+                    "absolute 1e-12 for float64 round-off",
+                    name=f"max measured / composed bound (own domain and box {SHIFTED[target]})"),
+    )
+    return comps, {"composed_" + k: v for k, v in c.items() if k != "resource"}
+
+
 def _details(r, fit, expected):
     return {"slope": fit.slope, "slope_stderr": fit.stderr, "r2": fit.r2,
             "expected_slope": expected, "resource": r["resource"], "measured": r["measured"],
@@ -43,23 +72,27 @@ def _details(r, fit, expected):
 def _loglog(target, expected, tol, why):
     r = measure(target)
     fit = fit_loglog(r["resource"], r["measured"])
+    comps, extra = _composed(target)
     return Outcome(
         _bound(r),
         agreement(abs(fit.slope - expected), tol, f"fitted log-log slope vs {why}",
                   name=f"|slope - ({expected:g})|"),
-        details=_details(r, fit, expected),
+        *comps,
+        details={**_details(r, fit, expected), **extra},
     )
 
 
 def _semilog(target, expected_per_level, tol, why):
     r = measure(target)
     fit = fit_semilog(r["resource"], r["measured"])
+    comps, extra = _composed(target)
     return Outcome(
         _bound(r),
         agreement(abs(fit.slope - expected_per_level), tol,
                   f"fitted slope of log error per {why}",
                   name=f"|slope - ({expected_per_level:.4g})|"),
-        details=_details(r, fit, expected_per_level),
+        *comps,
+        details={**_details(r, fit, expected_per_level), **extra},
     )
 
 
@@ -76,17 +109,43 @@ def check_relu():
 @register_check(
     "approx.interpolation-head",
     "The p-anchor interpolation head approximates clip(y, -1, 1) within the derived bound "
-    "h + 2(b-a)q/(1-q), and its error decays like 1/p.",
+    "h + 2(b-a)q/(1-q), and its error decays like 1/p; so does the d = 3 head for "
+    "clip(w^T x + t, -1, 1) on 20 000 random points plus corners.",
     "docs/topics/approx.md#interpolation-head",
 )
 def check_interpolation():
     r = measure("interpolation")
     fit = fit_loglog(r["resource"] - 1, r["measured"])
+    comps, extra = _composed("interpolation")
+    aff = measure_interpolation_affine()  # the d > 1 head, d = 3
+    fit_aff = fit_loglog(aff["p"] - 1, aff["measured"])
+    d = aff["w"].size
+    # float64 round-off of the two score forms: each score is a sum of d + 3 products of
+    # size <= beta (2 |y| + 1 + 2 |t|); 16 (d + 3) ulps of that moves each softmax weight by a
+    # factor <= e^{2 ds}, the output (a mean of anchors in [-1, 1]) by <= 2 * 2 ds
+    ds = 16 * (d + 3) * 2.0**-52 * aff["beta"].max() * (2 * aff["y_max"] + 1 + 2 * 0.3)
     return Outcome(_bound(r),
                    agreement(abs(fit.slope + 1.0), 0.05,
                              "slope of sup error vs p-1 (anchor spacing); beta = 20/h^2 keeps "
                              "the exponential tail negligible", name="|slope - (-1)|"),
-                   details={**_details(r, fit, -1.0), "p": r["resource"]})
+                   *comps,
+                   upper_bound(float(np.max(aff["measured"] / (aff["bound"] * (1 + REL)
+                                                               + ROUND))), 1.0,
+                               "d = 3 head for clip(w^T x + t): the scalar head's proved bound "
+                               "holds for every y = w^T x + t; float64 slack as above",
+                               name="d > 1 head: max over p of measured / bound"),
+                   agreement(abs(fit_aff.slope + 1.0), 0.05,
+                             "d = 3 head: slope of sup error vs p - 1, as for the scalar head",
+                             name="d > 1 head: |slope - (-1)|"),
+                   agreement(float(np.max(aff["vs_scalar"])), 4.0 * ds,
+                             "d = 3 head vs the scalar head at y = w^T x + t: equal scores "
+                             "formed in two ways; tolerance from 16 (d + 3) ulps of the largest "
+                             "score", name="d > 1 head: max |affine - scalar head|"),
+                   details={**_details(r, fit, -1.0), "p": r["resource"], **extra,
+                            "affine_measured": aff["measured"], "affine_bound": aff["bound"],
+                            "affine_slope": fit_aff.slope, "affine_slope_stderr": fit_aff.stderr,
+                            "affine_vs_scalar": aff["vs_scalar"], "affine_w": aff["w"],
+                            "affine_d": d})
 
 
 @register_check(
@@ -148,30 +207,17 @@ def check_reciprocal_pl():
 )
 def check_reciprocal_newton():
     r = measure("reciprocal-newton")
-    return Outcome(_bound(r),
+    comps, extra = _composed("reciprocal-newton")
+    return Outcome(_bound(r), *comps,
                    details={"steps": r["resource"], "measured": r["measured"],
-                            "bound": r["bound"], "heads": r["heads"], "layers": r["layers"]})
+                            "bound": r["bound"], "heads": r["heads"], "layers": r["layers"],
+                            **extra})
 
 
 # ------------------------------------------------------------ compiled ReLU networks
-# (seed, input dimension d, widths of the affine layers): depths 2-4, widths <= 16, d <= 4
-COMPILED_NETS = ((0, 1, (8, 1)), (1, 2, (16, 1)), (2, 2, (16, 16, 1)), (3, 3, (12, 8, 2)),
-                 (4, 4, (16, 16, 16, 1)), (5, 4, (8, 16, 8, 3)), (6, 3, (16, 4, 16, 1)))
 COMPILED_EPS = (1e-2, 1e-3)
 COMPILED_BETAS = (1e2, 1e3, 1e4, 1e5, 1e6)
 COMPILED_POINTS = 20_000
-
-
-def random_relu_network(seed: int, d: int, widths):
-    """Random ReLU network ``[(W, b)]`` (``W ~ N(0, 1/fan_in)``, ``b ~ N(0, 1/4)``) and a
-    random box ``lo in [-2, 0]^d``, ``hi = lo + [0.5, 2]^d``, from ``numpy`` seed ``seed``."""
-    rng = np.random.default_rng(seed)
-    layers, prev = [], d
-    for w in widths:
-        layers.append((rng.normal(size=(w, prev)) / math.sqrt(prev), 0.5 * rng.normal(size=w)))
-        prev = w
-    lo = rng.uniform(-2.0, 0.0, d)
-    return layers, lo, lo + rng.uniform(0.5, 2.0, d), rng
 
 
 def _sup_error(net, x):
@@ -190,8 +236,7 @@ def check_compiled_relu_network():
     ratios, eps_ratio, shrink, slopes, rows = [], [], [], [], []
     for seed, d, widths in COMPILED_NETS:
         layers, lo, hi, rng = random_relu_network(seed, d, widths)
-        corners = np.array(list(itertools.product(*zip(lo, hi, strict=True))))
-        x = jnp.asarray(np.concatenate([rng.uniform(lo, hi, (COMPILED_POINTS, d)), corners]))
+        x = box_points(rng, lo, hi, COMPILED_POINTS)
         nets = [A.compile_relu_network(layers, lo, hi, eps=e) for e in COMPILED_EPS]
         nets += [A.compile_relu_network(layers, lo, hi, beta=b) for b in COMPILED_BETAS]
         meas = np.array([_sup_error(n, x) for n in nets])
@@ -266,4 +311,58 @@ def check_max_gap():
         details={"betas": list(GAP_BETAS), "slope": fit.slope, "slope_stderr": fit.stderr,
                  "expected_slope": -GAP_DELTA, "slope_betas": list(GAP_SLOPE_BETAS),
                  "errors": errs, "inputs": int(x.shape[0]), "seed": 28},
+    )
+
+
+# ------------------------------------------------------------ composition rules
+COMPOSED_POINTS = 20_000
+
+
+def composed_expressions():
+    """``(name, expression, lo, hi)``: composites in which every rule propagates a nonzero
+    error (products of emulations, reciprocals of products, a ReLU network of expressions)."""
+    x, y, z = C.variables([0.0, 0.0, 0.25], [1.0, 1.0, 1.0])
+    lo, hi = np.array([0.0, 0.0, 0.25]), np.ones(3)
+    u, v, w = C.variables([-1.0, -1.0, 0.0], [2.0, 1.0, 1.0])
+    lo2, hi2 = np.array([-1.0, -1.0, 0.0]), np.array([2.0, 1.0, 1.0])
+    layers, _, _, _ = random_relu_network(7, 3, (8, 8, 1))
+    return (
+        ("max(x*y, 1/z)", C.maximum(x * y, 1 / z), lo, hi),
+        ("min(u^2, relu(v - w)), one head", C.minimum(u * u, C.relu(v - w, 1e4), form="head",
+                                                     beta=1e4), lo2, hi2),
+        ("1/(2.5 + u*v + w^2)", 1 / (2.5 + u * v + C.square(w, 6)), lo2, hi2),
+        ("(1/z)^2 - x*y", C.square(1 / z, 6) - x * y, lo, hi),
+        ("clip(u*v + w, -1/2, 1/2), 33 anchors", C.clip(u * v + w, -0.5, 0.5, 33, 1e5), lo2,
+         hi2),
+        ("relu network(x*y, 1/z, max(x, z))",
+         C.network(layers, x * y, 1 / z, C.maximum(x, z, beta=1e4), beta=1e4), lo, hi),
+        ("1/z by Newton, 4 steps", C.reciprocal(z, form="newton", steps=4, m=8, beta=None),
+         lo, hi),
+    )
+
+
+@register_check(
+    "approx.composed-expressions",
+    "Expressions composed by the rules of gmtheory.approx_compose (products, squares, "
+    "reciprocals, max/min, ReLU, clip and a ReLU-network node, each rescaling emulations "
+    "that carry error): the measured sup error on 20 000 random points plus the box's "
+    "corners stays <= the one certified bound of each expression.",
+    "docs/topics/approx.md#composition-rules",
+)
+def check_composed_expressions():
+    rng = np.random.default_rng(2028)
+    rows, ratio = [], 0.0
+    for name, f, lo, hi in composed_expressions():
+        x = box_points(rng, lo, hi, COMPOSED_POINTS)
+        err = float(jnp.max(jnp.abs(f(x) - f.exact(x))))
+        ratio = max(ratio, err / (f.bound * (1 + REL) + ROUND))
+        r = f.resources
+        rows.append({"expression": name, "measured": err, "bound": f.bound,
+                     "range": list(f.range), "heads": r.heads, "layers": r.layers,
+                     "max_beta": r.max_beta, "anchors": r.anchors})
+    return Outcome(
+        upper_bound(ratio, 1.0, "each rule's bound is proved (docs/topics/approx.md#"
+                    "composition-rules); slack relative 1e-9, absolute 1e-12 for float64 "
+                    "round-off", name="max over expressions of measured / bound"),
+        details={"expressions": rows, "points": COMPOSED_POINTS, "seed": 2028},
     )
