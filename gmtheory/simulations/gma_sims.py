@@ -388,51 +388,12 @@ def _lm_points(cfg):
     return [{"mixer": m} for m in cfg.mixers]
 
 
-LM_ATTEMPTS = 3
-
-
 def _lm_point(cfg, point, key):
-    """One mixer of gma-lm; recompiled from scratch (up to ``LM_ATTEMPTS`` times in all)
-    when its GMA forward comes out non-finite.
-
-    On 2026-12-03 (CPU, jaxlib 0.10.2) about one fresh process in four got a forward that
-    was non-finite for every output: XLA:CPU left part of the causal chunk's output
-    unwritten, so it read whatever the memory held.  That is fixed in
+    """One mixer of gma-lm.  A non-finite validation loss raises instead of being written:
+    in 2026-12 a faulty compiled GMA forward (XLA:CPU left part of the causal chunk's
+    output unwritten) gave NaN; the root cause is fixed in
     :func:`gmtheory.gma._causal_chunk_math` and tested under ``MALLOC_PERTURB_``
-    (docs/topics/gma.md); the retry stays as a guard.  A retry clears JAX's in-memory
-    caches and turns the persistent cache off for the point, so it recompiles; the point
-    records its ``attempts``.  The non-finite guard stays: a third
-    failure raises."""
-    cached = jax.config.jax_enable_compilation_cache
-    try:
-        for attempt in range(1, LM_ATTEMPTS + 1):
-            try:
-                out = _lm_point_once(cfg, point, key)
-            except (FloatingPointError, ValueError) as exc:
-                if attempt == LM_ATTEMPTS or not (
-                        isinstance(exc, FloatingPointError)
-                        or "non-finite value(s) in the result" in str(exc)):
-                    raise
-                import warnings
-
-                warnings.warn(f"gma-lm {point['mixer']}: recompiling without the XLA cache "
-                              f"(attempt {attempt + 1} of {LM_ATTEMPTS}) after: "
-                              f"{str(exc)[:160]}", RuntimeWarning, stacklevel=2)
-                from .. import training
-
-                jax.clear_caches()
-                _builder.cache_clear()
-                training.clear_programs()
-                jax.config.update("jax_enable_compilation_cache", False)
-                continue
-            out["attempts"] = np.asarray(attempt)
-            return out
-        raise AssertionError("unreachable")
-    finally:  # later points and figures use the persistent cache again
-        jax.config.update("jax_enable_compilation_cache", cached)
-
-
-def _lm_point_once(cfg, point, key):
+    (docs/topics/gma.md), so the point is no longer recompiled and retried."""
     mixer = point["mixer"]
     corpus = _corpus(cfg.max_train_bytes, cfg.max_val_bytes)
     data = _lm_data(cfg, corpus)
@@ -449,13 +410,13 @@ def _lm_point_once(cfg, point, key):
            "train_bytes": np.asarray(len(corpus["train"])),
            "val_bytes": np.asarray(len(corpus["val"]))}
     bad = ~np.isfinite(out["val_bpb"])
-    if bad.any():  # never a silent NaN (a faulty compiled program: see _lm_point)
+    if bad.any():  # never a silent NaN
         seeds, recs = np.nonzero(bad)
         raise FloatingPointError(
             f"gma-lm {mixer}: validation bits/byte is not finite for seeds {sorted(set(seeds))} "
-            f"at records {sorted(set(recs))} although the training loss stayed finite; if it "
-            "persists after the recompilations, rerun (finished points are kept) and report "
-            "it (docs/topics/gma.md).")
+            f"at records {sorted(set(recs))} although the training loss stayed finite; rerun "
+            "(finished points are kept) and report it with the jaxlib version "
+            "(docs/topics/gma.md).")
     if mixer == "gma":
         out.update(_lm_responsibilities(res.params, data["val_tokens"], cfg.seeds))
     return out
