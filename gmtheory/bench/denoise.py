@@ -173,7 +173,7 @@ def _summarise_trace(trace, targets, budget_s):
             "final_seconds": trace[-1][0], "final_step": trace[-1][1]}
 
 
-def bench_denoise(quick: bool = False, budget_s: float = 12.0, max_s: float = 60.0,
+def bench_denoise(*, quick: bool = False, budget_s: float = 12.0, max_s: float = 60.0,
                   n_test: int = 2000, n_fit: int = 200, n_floor: int = 2000,
                   record_every: int = 25, max_steps: int = 10**6, seed: int = 0,
                   progress: bool = False, cfg=None, **_) -> dict:

@@ -55,7 +55,7 @@ def _gma_methods(params, heads, dh):
     }
 
 
-def bench_gma(quick: bool = False, repeats: int = 10, dtype=jnp.float32,
+def bench_gma(*, quick: bool = False, repeats: int = 10, dtype=jnp.float32,
               progress: bool = False, Ns=None, methods=None, partial=None) -> dict:
     """GMA vs xla softmax, elu+1 linear attention and naive cumsum GMA (the GMA benchmarks,
     docs/topics/gma.md#gaussian-mixture-attention-gmtheorygma).

@@ -13,7 +13,8 @@ from ._runner import _bar, time_fn
 __all__ = ["bench_gma_profile", "format_gma_profile"]
 
 
-def bench_gma_profile(quick: bool = False, repeats: int = 10, progress: bool = False) -> dict:
+def bench_gma_profile(*, quick: bool = False, repeats: int = 10,
+                      progress: bool = False) -> dict:
     """Where GMA's forward time goes (K = 16, d_model = 64, 4 heads, float32): the whole
     layer (bidirectional; causal with chunk 128), the routing (projections and
     responsibilities of all heads, :func:`gmtheory.gma.routes`), the bidirectional

@@ -51,7 +51,7 @@ def _our_quick_figure_process(d: int, trials: int, draws: int) -> float:
 ICL_GOALS = {10: ("ratio", 3.0), 32: ("ratio", 20.0), 64: ("seconds", 120.0)}
 
 
-def bench_icl(quick: bool = False, repeats: int = 1, dims=None, trials: int = 20,
+def bench_icl(*, quick: bool = False, repeats: int = 1, dims=None, trials: int = 20,
               draws: int = 1000, progress: bool = False, peer=None) -> dict:
     """The authors' CPU quick figure (:func:`gmtheory.icl.quick_figure`,
     docs/topics/icl.md#the-authors-quick-figure) at

@@ -14,7 +14,7 @@ from ._runner import _bar, time_fn
 __all__ = ["bench_lda", "format_lda"]
 
 
-def bench_lda(quick: bool = False, repeats: int = 3, order: int | None = None,
+def bench_lda(*, quick: bool = False, repeats: int = 3, order: int | None = None,
               progress: bool = False) -> dict:
     """Population gradient descent on C1 (Fig. 1 protocol): wall time of ``10^5`` steps
     (``quick``: ``2*10^4``) through the training engine (:func:`gmtheory.lda.gradient_descent`,
@@ -32,11 +32,12 @@ def bench_lda(quick: bool = False, repeats: int = 3, order: int | None = None,
     lr = 1e-4
     bar = _bar("lda", progress, total=3)  # scan, Python loop, autodiff baseline
     t0 = time.perf_counter()
-    jax.block_until_ready(lda.gradient_descent(prob, th0, lr, steps, steps, order,
-                                               progress=False))
+    jax.block_until_ready(lda.gradient_descent(prob, th0, lr, steps, record_every=steps,
+                                               order=order, progress=False))
     first = time.perf_counter() - t0
-    scan_s = time_fn(lambda: lda.gradient_descent(prob, th0, lr, steps, steps, order,
-                                                  progress=False), repeats=repeats)
+    scan_s = time_fn(lambda: lda.gradient_descent(prob, th0, lr, steps, record_every=steps,
+                                                  order=order, progress=False),
+                     repeats=repeats)
     bar.update()
 
     # Baseline 1, kept as a hand-written update on purpose (issue #12 keeps the benchmark's

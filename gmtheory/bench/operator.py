@@ -40,7 +40,7 @@ def _xla_attention(tokens, u, V):
 
 
 
-def bench_operator(quick: bool = False, repeats: int = 5, dtype=jnp.float32,
+def bench_operator(*, quick: bool = False, repeats: int = 5, dtype=jnp.float32,
                    progress: bool = False, queries: int = 1000, tokens: int | None = None,
                    closed_queries: int | None = None, chunks=(512, 1024, 2048)) -> dict:
     """Closed-form and finite-prompt attention throughput, with three baselines timed in

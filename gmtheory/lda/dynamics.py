@@ -45,8 +45,8 @@ def _gd_metrics(order):
     return metrics
 
 
-def gradient_descent(prob: LDAProblem, theta0: LDAParams, lr: float, steps: int,
-                     record_every: int = 1, order: int = DEFAULT_ORDER, *,
+def gradient_descent(prob: LDAProblem, theta0: LDAParams, lr: float, steps: int, *,
+                     record_every: int = 1, order: int = DEFAULT_ORDER,
                      progress: bool | None = None):
     """Population gradient descent ``theta <- theta - lr grad R(theta)`` with Lemma B.10's
     analytic gradient: :func:`gmtheory.training.train` with ``optax.sgd(lr)`` (no
