@@ -134,16 +134,18 @@ def expect_mixture(f: Callable, mixture: GaussianMixture, order: int = 40, *,
 
     Tensor grid in the full dimension ``d`` (``order**d`` nodes per component).  With
     ``component=True`` the integrand is called as ``f(x, k)`` with the component index.
+    ``f`` may return a pytree of arrays ``(N, ...)``; each leaf is integrated.
     """
     if not isinstance(mixture, GaussianMixture):
         raise ValueError("mixture: expected a gmtheory.GaussianMixture.")
     nodes, weights = gauss_hermite_rule(order, mixture.dim)
     factors = psd_factor(mixture.covs)
-    total = 0.0
+    total = None
     for k in range(mixture.n_components):
         x = mixture.means[k][None] + nodes @ factors[k].T
         fx = f(x, k) if component else f(x)
-        total = total + mixture.weights[k] * _weighted_sum(weights, fx)
+        term = jax.tree.map(lambda v, k=k: mixture.weights[k] * _weighted_sum(weights, v), fx)
+        total = term if total is None else jax.tree.map(jnp.add, total, term)
     return total
 
 

@@ -89,3 +89,31 @@ def test_no_public_function_takes_more_than_five_positional_parameters():
     assert walked > 300, walked          # the walk reaches the API, not an empty set
     assert not offenders, "make the parameters past the fifth keyword-only:\n" + "\n".join(
         offenders)
+
+
+MAX_LINES = 600
+# Files that other branches of issue 30 own this round (the LDA checks become thin; approx
+# and lda_sims are reworked there): listed so that this test holds until they land.
+# Remove an entry once its file is split or its docstring gives the reason.
+BEING_SPLIT = {"verify/lda_checks.py", "verify/denoising_checks.py", "approx.py",
+               "simulations/lda_sims.py"}
+
+
+def test_no_long_module_without_a_reason():
+    """A module past 600 lines is a grab-bag in the making (issue 30): split it, or say in
+    its docstring why it is one piece, in a paragraph that starts with ``Length:``."""
+    import ast
+    from pathlib import Path
+
+    import gmtheory
+
+    root = Path(gmtheory.__file__).parent
+    long = []
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root).as_posix()
+        text = f.read_text()
+        if text.count("\n") <= MAX_LINES or rel in BEING_SPLIT:
+            continue
+        if "Length:" not in (ast.get_docstring(ast.parse(text)) or ""):
+            long.append(f"{rel} ({text.count(chr(10))} lines)")
+    assert not long, "split these modules, or give the reason (Length: ...):\n" + "\n".join(long)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import time
 
 import jax
+import jax.numpy as jnp
 
 from .. import lda
-from ..quadrature import gauss_hermite_rule
+from ..mixture import GaussianMixture
+from ..quadrature import expect_mixture
 from ._runner import _bar, time_fn
 
 __all__ = ["bench_lda", "format_lda"]
@@ -62,14 +64,16 @@ def bench_lda(*, quick: bool = False, repeats: int = 3, order: int | None = None
 
     # Baseline 2, kept as a plain autodiff loop on purpose (issue #12 keeps the benchmark's
     # own baselines): what a direct implementation would write, jax.grad of an x-space
-    # tensor-GH risk (fixed nodes, same order) in a bare lax.scan, without the engine's NaN
-    # guard or checkpoints; its point is the cost of the gradient, not of the engine.
-    t, om = gauss_hermite_rule(order, 2)
-    Xc = [prob.m_pos + t @ prob.chol.T, prob.m_neg + t @ prob.chol.T]
+    # tensor-GH risk (fixed nodes, same order, through quadrature.expect_mixture over the
+    # two classes) in a bare lax.scan, without the engine's NaN guard or checkpoints; its
+    # point is the cost of the gradient, not of the engine.
+    classes = GaussianMixture(jnp.stack([prob.pi_pos, 1 - prob.pi_pos]),
+                              jnp.stack([prob.m_pos, prob.m_neg]), jnp.stack([prob.cov] * 2))
+    label = (1.0, -1.0)
 
     def risk_x(th):
-        return sum(p * om @ jax.nn.softplus(-c * lda.predictor(prob, th, x))
-                   for c, p, x in ((1.0, prob.pi_pos, Xc[0]), (-1.0, 1 - prob.pi_pos, Xc[1])))
+        return expect_mixture(lambda x, k: jax.nn.softplus(-label[k] * lda.predictor(prob, th, x)),
+                              classes, order, component=True)
 
     @jax.jit
     def ad_run(th):
