@@ -7,6 +7,7 @@ from __future__ import annotations
 from functools import partial
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,7 +26,8 @@ GATE_NODES = 256
 
 class LDAParams(NamedTuple):
     """Attention parameters that matter at a query ``(x, 0)`` (Lemma B.1,
-    docs/topics/lda.md#lemma-b1-the-label-augmented-prompt)."""
+    docs/topics/lda.md#lemma-b1-the-label-augmented-prompt).  A NamedTuple: it unpacks as
+    the paper's ``theta = (U11, u12, v21, v22)``, the flat order of :func:`flatten`."""
 
     U11: jax.Array  # (d, d)
     u12: jax.Array  # (d,)
@@ -34,7 +36,8 @@ class LDAParams(NamedTuple):
 
 
 class Effective(NamedTuple):
-    """Effective coordinates ``zeta = (w, b, r, s)`` of eq. (7)."""
+    """Effective coordinates ``zeta = (w, b, r, s)`` of eq. (7) (a NamedTuple that unpacks
+    in that order, the flat order of the effective Hessian)."""
 
     w: jax.Array
     b: jax.Array
@@ -42,15 +45,20 @@ class Effective(NamedTuple):
     s: jax.Array
 
 
-@jax.tree_util.register_pytree_node_class
-class LDAProblem:
+class LDAProblem(eqx.Module):
     """Two-class Gaussian problem ``LDAProblem(m_pos, m_neg, cov, pi_pos)`` (eq. (4),
     docs/topics/lda.md#eqs-45-model-and-bayes-score).
 
     Validated on construction (shapes, finite values, symmetric positive definite
-    ``cov``, ``0 < pi_pos < 1``, ``m_pos != m_neg``).  A JAX pytree, so it can be
-    passed to jitted functions without recompiling per problem.
+    ``cov``, ``0 < pi_pos < 1``, ``m_pos != m_neg``).  An ``eqx.Module`` (a pytree of
+    its four arrays), so it can be passed to jitted functions without recompiling per
+    problem; JAX rebuilds it from its leaves without running the checks again.
     """
+
+    m_pos: jax.Array
+    m_neg: jax.Array
+    cov: jax.Array
+    pi_pos: jax.Array
 
     def __init__(self, m_pos, m_neg, cov, pi_pos):
         m_pos = as_float_array(m_pos, "m_pos")
@@ -76,15 +84,6 @@ class LDAProblem:
             if np.allclose(np.asarray(m_pos), np.asarray(m_neg), rtol=0, atol=0):
                 raise ValueError("m_pos, m_neg: the class means must differ.")
         self.m_pos, self.m_neg, self.cov, self.pi_pos = m_pos, m_neg, cov, pi_pos
-
-    def tree_flatten(self):
-        return (self.m_pos, self.m_neg, self.cov, self.pi_pos), None
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        obj = object.__new__(cls)
-        obj.m_pos, obj.m_neg, obj.cov, obj.pi_pos = children
-        return obj
 
     @property
     def d(self) -> int:
