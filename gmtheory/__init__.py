@@ -2,6 +2,15 @@
 
 Theory checks should run in float64: call ``gmtheory.enable_x64()`` (the
 ``gmtheory`` command does this for you) before creating arrays.
+
+Pytrees: problems and models are ``eqx.Module``s (:class:`gmtheory.lda.LDAProblem`, the
+models of :mod:`gmtheory.gma_models`).  Three kinds stay otherwise, each for a reason:
+parameter tuples whose order is the paper's (:class:`gmtheory.lda.LDAParams`,
+:class:`gmtheory.lda.Effective`, :class:`gmtheory.gma.GMAParams`) and results records
+(``TrainResult``, ``Fit``, ...) are NamedTuples, which unpack as tuples in that order
+(optax and BlackJAX keep states and infos so); :class:`GaussianMixture` is a
+hand-registered class whose ``tree_unflatten(None, (weights, means, covs))`` is the
+unvalidated constructor that traced code uses across the package.
 """
 
 from __future__ import annotations

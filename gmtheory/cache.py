@@ -95,11 +95,17 @@ def _imports(modname: str, path: Path) -> set[str]:
     """gmtheory modules that ``path`` imports (every ``import`` statement, also those
     inside functions).  A name imported from a package resolves to the submodule that
     the package re-exports it from; a name defined in a package ``__init__`` resolves
-    to that ``__init__``, whose own imports are not followed."""
+    to that ``__init__``.  The top-level ``gmtheory/__init__.py``'s imports are not
+    followed (it imports everything); a subpackage's ``__init__`` (``gmtheory.lda``,
+    imported whole as ``from gmtheory import lda``) brings in the submodules that it
+    imports at its top level, i.e. the code behind the names it re-exports."""
     import ast
 
     if path.name == "__init__.py":
-        return set()
+        if modname == "gmtheory":
+            return set()
+        return {f"{modname}.{node.module}" for node in ast.parse(path.read_bytes()).body
+                if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
     package = modname.rsplit(".", 1)[0]
     out = set()
     for node in ast.walk(ast.parse(path.read_bytes())):

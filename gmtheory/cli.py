@@ -339,17 +339,9 @@ def cmd_derive(args) -> int:
     return 0 if not bad and not issues else 1
 
 
-def _benches() -> dict:
-    """The library's benchmarks plus ``denoise``, which trains the clean-context simulation's
-    model and so lives beside it (the library does not import simulations)."""
-    from .bench import BENCHES
-    from .simulations.clean_context import bench_denoise, format_denoise
-
-    return {**BENCHES, "denoise": (bench_denoise, format_denoise)}
-
-
 def cmd_bench(args) -> int:
-    BENCHES = _benches()
+    from .bench import BENCHES
+
     if args.name not in BENCHES:
         raise ValueError(f"bench: unknown name {args.name!r}; choose from {sorted(BENCHES)}.")
     fn, fmt = BENCHES[args.name]

@@ -445,8 +445,8 @@ def _single_head_objective(order: int):
     return partial(_single_head_excess, order=order)
 
 
-def single_head_search(mixture: GaussianMixture, xi, starts: int, key, order: int = 24,
-                       init=None, *, scale: float = 0.5, maxiter: int = 500,
+def single_head_search(mixture: GaussianMixture, xi, starts: int, key, *, order: int = 24,
+                       init=None, scale: float = 0.5, maxiter: int = 500,
                        gtol: float = 1e-10) -> SingleHeadFit:
     """Best single population head ``T_{U,V}[mu_Z]`` for denoising (Thm 4.1 (ii)).
 

@@ -306,7 +306,7 @@ def _causal_chunked(rq, rk, v, chunk, normalisation, eps):
     return ys.reshape(nc * chunk, dv)[:N]
 
 
-def causal_contraction(rq, rk, v, chunk: int = 128, normalisation: str = "query",
+def causal_contraction(rq, rk, v, *, chunk: int = 128, normalisation: str = "query",
                        eps: float = 1e-6):
     """The causal GMA read-out from non-negative features: ``y_t = r_qt^T S_t / (r_qt^T n_t
     + eps)`` with prefix sums ``S_t = sum_{j<=t} r_kj v_j^T``, ``n_t = sum_{j<=t} r_kj``,

@@ -149,7 +149,8 @@ class Mixer(eqx.Module):
         if mask is not None:
             fk = fk * mask[None, :, :, None].astype(fk.dtype)
         if self.causal:
-            y = gma.causal_contraction(fq, fk, v, min(self.chunk, N), "query", EPS)
+            y = gma.causal_contraction(fq, fk, v, chunk=min(self.chunk, N),
+                                       normalisation="query", eps=EPS)
         else:
             y = gma.bidirectional_contraction(fq, fk, v, "query", EPS)
         return jnp.moveaxis(y, 0, 2).reshape(B, N, d) @ self.Wo

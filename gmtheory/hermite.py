@@ -17,13 +17,12 @@ Gauss–Hermite does not converge, the error says so and suggests ``kinks``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import lru_cache
 from math import factorial
 
 import numpy as np
-from scipy.special import eval_hermitenorm, roots_legendre
+from scipy.special import eval_hermitenorm
 
-from .quadrature import gauss_hermite_nodes
+from .quadrature import normal_rule
 
 __all__ = ["coefficients", "second_moment", "effective_noise", "linear_part", "KINKED",
            "expectation", "label_moments"]
@@ -31,29 +30,6 @@ __all__ = ["coefficients", "second_moment", "effective_noise", "linear_part", "K
 # break points of the functions the toolkit uses by name
 KINKED = {"relu": (0.0,), "sign": (0.0,), "abs": (0.0,)}
 _Z = 40.0
-
-
-def _gh(n: int):
-    t, w = gauss_hermite_nodes(n, 1)
-    return t[:, 0], w
-
-
-@lru_cache(maxsize=32)
-def _gl(n: int):
-    return roots_legendre(n)
-
-
-def _rule(n: int, kinks: Sequence[float] | None):
-    if not kinks:
-        return _gh(n)
-    edges = [-_Z, *sorted(float(k) for k in kinks), _Z]
-    x0, w0 = _gl(n)
-    ts, ws = [], []
-    for a, b in zip(edges[:-1], edges[1:], strict=True):
-        t = 0.5 * (b - a) * x0 + 0.5 * (a + b)
-        ts.append(t)
-        ws.append(0.5 * (b - a) * w0 * np.exp(-0.5 * t**2) / np.sqrt(2 * np.pi))
-    return np.concatenate(ts), np.concatenate(ws)
 
 
 def _values(f: Callable, t: np.ndarray) -> np.ndarray:
@@ -76,7 +52,7 @@ def expectation(g: Callable, *, kinks: Sequence[float] | None = None, tol: float
 def _adaptive(vec: Callable, kinks, tol, start, max_order):
     n, prev = start, None
     while n <= max_order:
-        t, w = _rule(n, kinks)
+        t, w = normal_rule(n, breaks=kinks, bound=_Z)
         cur = vec(t) @ w
         if prev is not None and np.max(np.abs(cur - prev)) <= tol * max(1.0, np.max(np.abs(cur))):
             return (float(cur[0]) if cur.shape == (1,) else cur), n

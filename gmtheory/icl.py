@@ -186,7 +186,7 @@ def sample_pool(key, d: int, k: int, sphere: bool = True):
     return w
 
 
-def sample_statistics(key, W, ell, rho: float, f=None, scale=1.0):
+def sample_statistics(key, W, ell, rho: float, *, f=None, scale=1.0):
     """For tasks ``W`` (n, d): context statistics ``h`` (n, d+1), queries ``x_q`` (n, d)
     and targets ``y_q`` (n,), with ``y = f(x^T w) + eps`` (``f = None``: the linear target
     ``y = scale * x^T w + eps``).
@@ -234,14 +234,14 @@ class PretrainResult:
 DIRECT_MAX_PARAMS = 400   # d (d+1) up to this: form the Gram matrix and solve directly
 
 
-def ridge_solve(h, xq, yq, lam_eff, tol, maxiter, n=None):
+def ridge_solve(h, xq, yq, lam_eff, *, tol, maxiter, n=None):
     """Ridge normal equations: direct (Cholesky of the d(d+1) Gram matrix, cost n p^2)
     when ``p = d(d+1) <= DIRECT_MAX_PARAMS``, where that is cheaper than CG's iterations
     and compilation; preconditioned CG (:func:`ridge_cg`) otherwise."""
     d = xq.shape[1]
     p = d * (h.shape[1])
     if p > DIRECT_MAX_PARAMS:
-        return ridge_cg(h, xq, yq, lam_eff, tol, maxiter, n)
+        return ridge_cg(h, xq, yq, lam_eff, tol=tol, maxiter=maxiter, n=n)
     n = h.shape[0] if n is None else n
     F = jnp.einsum("nd,ne->nde", xq, h).reshape(h.shape[0], p)
     A = F.T @ F / n + lam_eff * jnp.eye(p, dtype=F.dtype)
@@ -252,7 +252,7 @@ def ridge_solve(h, xq, yq, lam_eff, tol, maxiter, n=None):
 
 
 @partial(jax.jit, static_argnames=("maxiter",))
-def ridge_cg(h, xq, yq, lam_eff, tol, maxiter, n=None):
+def ridge_cg(h, xq, yq, lam_eff, *, tol, maxiter, n=None):
     """Solve ``(1/n) sum x x^T G h h^T + lam_eff G = (1/n) sum y x h^T`` by CG with the
     Kronecker preconditioner ``(C_x + .) (x) (C_h + .)`` (docs/topics/icl.md#computing-it).
     Rows of zeros (padding) contribute nothing; ``n`` is the number of real rows (default: all).
@@ -280,7 +280,7 @@ def ridge_cg(h, xq, yq, lam_eff, tol, maxiter, n=None):
     return G, res
 
 
-def pretrain(key, d: int, alpha: float, tau: float, kappa: float, rho: float, lam: float,
+def pretrain(key, d: int, *, alpha: float, tau: float, kappa: float, rho: float, lam: float,
              f=None, sphere: bool = True, tol: float = 1e-10, maxiter: int = 500):
     """Simulate pretraining (docs/topics/icl.md#data-model-and-the-reduced-model):
     ``k = floor(kappa d)`` tasks (``kappa = inf``: a fresh task per prompt),
@@ -300,13 +300,13 @@ def pretrain(key, d: int, alpha: float, tau: float, kappa: float, rho: float, la
         n = max(1, round(tau * d * d / k)) * k
         pool = sample_pool(kp, d, k, sphere)
         W = jnp.tile(pool, (n // k, 1))
-    h, xq, yq = sample_statistics(ks, W, ell, rho, f)
+    h, xq, yq = sample_statistics(ks, W, ell, rho, f=f)
     # (1/n) normal equations: ridge (n/d) lam |G|^2 becomes lam / d
-    G, res = ridge_solve(h, xq, yq, lam / d, tol, maxiter)
+    G, res = ridge_solve(h, xq, yq, lam / d, tol=tol, maxiter=maxiter)
     return PretrainResult(G, float(res)), pool
 
 
-def dmmse_error(key, pool, ell: int, rho: float, draws: int = 1000, test: str = "icl",
+def dmmse_error(key, pool, ell: int, rho: float, *, draws: int = 1000, test: str = "icl",
                 k=None):
     """Monte Carlo error of the dMMSE predictor (posterior mean under a uniform prior on
     the pool) on ``draws`` test prompts; ``test="icl"``: fresh ``w ~ N(0, I)``,
@@ -315,10 +315,10 @@ def dmmse_error(key, pool, ell: int, rho: float, draws: int = 1000, test: str = 
     Returns ``(mean, standard error)``; :func:`dmmse_errors` gives both tests at once."""
     if test not in ("icl", "idg"):
         raise ValueError(f"test: must be 'icl' or 'idg', got {test!r}.")
-    return dmmse_errors(key, pool, ell, rho, draws, k)[test]
+    return dmmse_errors(key, pool, ell, rho, draws=draws, k=k)[test]
 
 
-def dmmse_errors(key, pool, ell: int, rho: float, draws: int = 1000, k=None) -> dict:
+def dmmse_errors(key, pool, ell: int, rho: float, *, draws: int = 1000, k=None) -> dict:
     """:func:`dmmse_error` for both tests from one compiled program:
     ``{"icl": (mean, se), "idg": (mean, se)}``, ``draws`` prompts each."""
     k = pool.shape[0] if k is None else int(k)
@@ -394,9 +394,9 @@ def _gtask_one(key, d, ell, k_max, n_max, k, n, rho, lam, tol, maxiter, f=None, 
     kp, ks = jax.random.split(key)
     pool = sample_pool(kp, d, k_max)
     W = pool[jnp.arange(n_max) % k]               # task j repeated n / k times
-    h, xq, yq = sample_statistics(ks, W, ell, rho, f, scale)
+    h, xq, yq = sample_statistics(ks, W, ell, rho, f=f, scale=scale)
     h, xq, yq = h * row_ok, xq * row_ok, yq * row_ok[:, 0]
-    G, res = ridge_solve(h, xq, yq, lam / d, tol, maxiter, n)
+    G, res = ridge_solve(h, xq, yq, lam / d, tol=tol, maxiter=maxiter, n=n)
     mp = pool * task_ok[:, None]
     e_icl = test_error(G, ell, rho)
     e_idg = test_error(G, ell, rho, mp.sum(0) / k, mp.T @ mp / k)
@@ -428,7 +428,7 @@ def _trial_mesh(ndev: int):
                          axis_types=(jax.sharding.AxisType.Auto,))
 
 
-def g_task_trials(key, d: int, alpha: float, tau: float, kappa: float, rho: float,
+def g_task_trials(key, d: int, *, alpha: float, tau: float, kappa: float, rho: float,
                   lam: float, trials: int, tol: float = 1e-10, maxiter: int = 500,
                   pad_to: tuple[int, int] | None = None, devices: int | None = None,
                   f=None, scale: float = 1.0):
@@ -488,8 +488,9 @@ def _quick_figure(d, trials, draws, seed, tol):
     pad = (max(s[1] for s in sz), max(s[2] for s in sz))
     g, g_se, dm, dm_se, res = [], [], [], [], []
     for i, kappa in enumerate(kappas):
-        e1, e2, r, _ = g_task_trials(jax.random.fold_in(key, i), d, alpha, tau, kappa, rho,
-                                     lam, trials, tol=tol, pad_to=pad)
+        e1, e2, r, _ = g_task_trials(jax.random.fold_in(key, i), d, alpha=alpha, tau=tau,
+                                     kappa=kappa, rho=rho, lam=lam, trials=trials, tol=tol,
+                                     pad_to=pad)
         gs = np.asarray(e1 - e2)
         res.append(float(np.max(r)))
         m, se = mean_se(gs)
@@ -497,7 +498,7 @@ def _quick_figure(d, trials, draws, seed, tol):
         g_se.append(float(se))
         kd = jax.random.fold_in(key, 1000 + i)
         pool = sample_pool(jax.random.fold_in(kd, 0), d, pad[0])
-        e = dmmse_errors(jax.random.fold_in(kd, 1), pool, ell, rho, draws, sz[i][1])
+        e = dmmse_errors(jax.random.fold_in(kd, 1), pool, ell, rho, draws=draws, k=sz[i][1])
         (a1, s1), (a2, s2) = e["icl"], e["idg"]
         dm.append(a1 - a2)
         dm_se.append(float(np.hypot(s1, s2)))

@@ -81,7 +81,7 @@ def sample_prompts(mixture, keys, L):
     return jax.vmap(lambda k: mixture.sample(k, L)[0])(keys)
 
 
-def prompt_sq_errors(key, mixture, U, V, z, L: int, reps: int, *, kind: str = "softmax",
+def prompt_sq_errors(key, mixture, U, V, z, *, L: int, reps: int, kind: str = "softmax",
                      max_tokens: int = 1 << 22):
     """Squared errors ``|T[mu_L](z) - T[mu](z)|^2`` over ``reps`` independent prompts.
 

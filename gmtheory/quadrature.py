@@ -14,6 +14,11 @@ physicists' nodes, written in the standard-normal variable.
 * :func:`expect_gaussian_projected` / :func:`expect_mixture_projected` — for high
   ``d``: the integrand depends on ``x`` only through ``P^T x`` for a few directions
   ``P`` (d, p), so integrate over the ``p``-dimensional projected Gaussian.
+* :func:`gauss_legendre_nodes` / :func:`normal_rule` — a 1-D rule for ``N(0, 1)``:
+  Gauss–Hermite, or, for an integrand with kinks or jumps at known break points,
+  Gauss–Legendre on each piece of ``[-bound, bound]`` times the Gaussian density.
+* :func:`sinh_trapezoid_rule` — a 1-D rule for ``N(0, 1)`` adapted to a sigmoid gate of
+  any slope (trapezoid after a sinh change of variable, traceable under ``jit``).
 * :func:`monte_carlo` — sample mean with its standard error.
 
 Mixture expectations take ``component=True`` when the integrand depends on the
@@ -32,7 +37,7 @@ from functools import lru_cache
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.special import roots_hermitenorm
+from scipy.special import roots_hermitenorm, roots_legendre
 
 from ._validation import as_float_array, check_finite, check_shape
 from .mixture import GaussianMixture, psd_factor
@@ -44,6 +49,9 @@ __all__ = [
     "expect_mixture",
     "expect_gaussian_projected",
     "expect_mixture_projected",
+    "gauss_legendre_nodes",
+    "normal_rule",
+    "sinh_trapezoid_rule",
     "monte_carlo",
 ]
 
@@ -126,16 +134,18 @@ def expect_mixture(f: Callable, mixture: GaussianMixture, order: int = 40, *,
 
     Tensor grid in the full dimension ``d`` (``order**d`` nodes per component).  With
     ``component=True`` the integrand is called as ``f(x, k)`` with the component index.
+    ``f`` may return a pytree of arrays ``(N, ...)``; each leaf is integrated.
     """
     if not isinstance(mixture, GaussianMixture):
         raise ValueError("mixture: expected a gmtheory.GaussianMixture.")
     nodes, weights = gauss_hermite_rule(order, mixture.dim)
     factors = psd_factor(mixture.covs)
-    total = 0.0
+    total = None
     for k in range(mixture.n_components):
         x = mixture.means[k][None] + nodes @ factors[k].T
         fx = f(x, k) if component else f(x)
-        total = total + mixture.weights[k] * _weighted_sum(weights, fx)
+        term = jax.tree.map(lambda v, k=k: mixture.weights[k] * _weighted_sum(weights, v), fx)
+        total = term if total is None else jax.tree.map(jnp.add, total, term)
     return total
 
 
@@ -178,6 +188,58 @@ def expect_mixture_projected(f: Callable, mixture: GaussianMixture, directions, 
         e = expect_gaussian(g, P.T @ mixture.means[k], P.T @ mixture.covs[k] @ P, order)
         total = total + mixture.weights[k] * e
     return total
+
+
+@lru_cache(maxsize=32)
+def _legendre_np(order: int):
+    return roots_legendre(order)
+
+
+def gauss_legendre_nodes(order: int):
+    """Gauss–Legendre nodes and weights on ``[-1, 1]`` (``scipy.special.roots_legendre``),
+    cached NumPy arrays ``(nodes (order,), weights (order,))``."""
+    if int(order) < 1:
+        raise ValueError(f"order: must be a positive integer, got {order}.")
+    return _legendre_np(int(order))
+
+
+def normal_rule(order: int, *, breaks=None, bound: float = 40.0):
+    """A 1-D rule ``(t, w)`` (NumPy) for ``E h(z)``, ``z ~ N(0, 1)``: ``sum_i w_i h(t_i)``.
+
+    Without ``breaks``: Gauss–Hermite of ``order`` (weights sum to one).  With
+    ``breaks`` (the kinks or jumps of ``h``, e.g. ``(0.0,)`` for ReLU): Gauss–Legendre of
+    ``order`` on each piece of ``[-bound, k_1], ..., [k_n, bound]``, weighted by the
+    standard normal density, so that each piece is smooth; ``bound = 40`` cuts a
+    Gaussian tail below 1e-300."""
+    if not breaks:
+        t, w = gauss_hermite_nodes(order, 1)
+        return t[:, 0], w
+    edges = [-bound, *sorted(float(k) for k in breaks), bound]
+    x0, w0 = gauss_legendre_nodes(order)
+    ts, ws = [], []
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        t = 0.5 * (b - a) * x0 + 0.5 * (a + b)
+        ts.append(t)
+        ws.append(0.5 * (b - a) * w0 * np.exp(-0.5 * t**2) / np.sqrt(2 * np.pi))
+    return np.concatenate(ts), np.concatenate(ws)
+
+
+def sinh_trapezoid_rule(center, kappa, n: int):
+    """1-D rule ``(t, w)`` (JAX, traceable) for ``E_{t ~ N(0,1)} h(t)`` when ``h`` has a
+    sigmoid of slope ``kappa`` centred at ``center``: trapezoid in ``tau`` after
+    ``t = c + sinh(tau) / kappa'`` (``kappa' = max(|kappa|, 1)``, ``c`` = centre clipped
+    to [-4, 4]), which puts nodes at spacing ~``h / kappa`` on the transition and
+    ~``|t - c| h`` away from it.  The trapezoid converges geometrically in ``n`` for any
+    slope, but the bulk of the Gaussian, up to ~7 from ``c``, needs ``h`` of a few
+    hundredths: use n ~ 400-800.  The weights are normalised to sum to one."""
+    kp = jnp.maximum(jnp.abs(kappa), 1.0)
+    c = jnp.clip(center, -4.0, 4.0)
+    T = jnp.arcsinh(14.0 * kp)
+    tau = jnp.linspace(-1.0, 1.0, n) * T
+    h = 2.0 * T / (n - 1)
+    t = c + jnp.sinh(tau) / kp
+    w = h * jnp.cosh(tau) / kp * jnp.exp(-0.5 * t**2) / jnp.sqrt(2 * jnp.pi)
+    return t, w / jnp.sum(w)
 
 
 def monte_carlo(f: Callable, sampler: Callable, key, n: int, *, batch: int = 100_000):

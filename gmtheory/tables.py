@@ -341,9 +341,8 @@ BLOCK_START, BLOCK_END = "<!-- measured: ", "<!-- measured end -->"
 
 def _bench_formatters() -> dict:
     from .bench import BENCHES
-    from .simulations.clean_context import format_denoise
 
-    return {**{k: v[1] for k, v in BENCHES.items()}, "denoise": format_denoise}
+    return {k: b.format for k, b in BENCHES.items()}
 
 
 def _reproduce_excerpt(log: str, rows: int = 2, checks=None) -> str:

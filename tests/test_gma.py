@@ -186,7 +186,7 @@ def test_bench_runs_and_skips_what_does_not_fit(monkeypatch):
                for r in res["rows"])
     assert res["skipped"] == [] and res["ratio_N"] == 512
     # With no memory to spare every case is compiled and listed with its estimate, not run.
-    monkeypatch.setattr(bench, "available_memory_bytes", lambda: 0.0)
+    monkeypatch.setattr(bench.gma, "available_memory_bytes", lambda: 0.0)
     res = bench.bench_gma(quick=True, repeats=1, Ns=(512,), methods=methods[:1])
     assert res["rows"] == [] and len(res["skipped"]) == 1
     assert all(r["needed_bytes"] == bench.MEMORY_SAFETY * max(r["fwd_temp_bytes"],
@@ -217,7 +217,7 @@ def test_bench_resumes_from_partial_file(tmp_path, monkeypatch):
                         "fwd_s": 1.0, "fwdbwd_s": 2.0, "fwd_temp_bytes": 1.0,
                         "fwdbwd_temp_bytes": 1.0}
 
-    monkeypatch.setattr(bench, "_measure_gma_case", fake)
+    monkeypatch.setattr(bench.gma, "_measure_gma_case", fake)
     part = tmp_path / "b.json.partial"
     done = {"method": "gma-causal", "K": 16, "N": 512, "fwd_s": 123.0, "fwdbwd_s": 456.0,
             "fwd_temp_bytes": 1.0, "fwdbwd_temp_bytes": 1.0}
@@ -240,7 +240,7 @@ def test_bench_resumes_from_partial_file(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return fake(name, *a)
 
-    monkeypatch.setattr(bench, "_measure_gma_case", interrupted)
+    monkeypatch.setattr(bench.gma, "_measure_gma_case", interrupted)
     with pytest.raises(KeyboardInterrupt):
         bench.bench_gma(quick=True, repeats=1, Ns=(512,), methods=methods, partial=part)
     saved = json.loads(part.read_text())

@@ -72,44 +72,33 @@ def test_gmm_runs_and_draws(tmp_path):
     _draw("gma-gmm", a, meta, tmp_path)
 
 
-def test_lm_point_recompiles_after_a_non_finite_forward(monkeypatch):
-    """A non-finite GMA forward (a faulty compiled program, docs/topics/gma.md) is retried
-    with fresh compilation and the persistent cache off for that point only; the third
-    failure raises; any other error is not retried."""
+def test_lm_point_raises_on_a_non_finite_loss_and_leaves_jax_config_alone(monkeypatch):
+    """A non-finite validation loss raises (never a silent NaN), once: the retry that
+    recompiled with the persistent cache off is gone with its root cause (a faulty
+    compiled GMA forward, fixed in gma._causal_chunk_math, docs/topics/gma.md), so the
+    point neither retries nor touches JAX's global configuration.  The training run is
+    stubbed: this tests the guard, not training."""
+    import types
+
     import jax
 
     from gmtheory.simulations import gma_sims
 
-    calls, cache_on = [], []
+    runs = []
 
-    def flaky(cfg, point, key):
-        calls.append(1)
-        cache_on.append(jax.config.jax_enable_compilation_cache)
-        if len(calls) < 2:
-            raise FloatingPointError("gma-lm gma: validation bits/byte is not finite")
-        return {"val_bpb": np.ones((1, 1))}
+    def fake_run(cfg, mixer, causal, data, key, width, desc, tag):
+        runs.append(mixer)
+        hist = {"val_ce": np.array([[1.0], [np.nan]])}            # (records, seeds)
+        res = types.SimpleNamespace(history=hist, initial={"val_ce": np.ones(1)}, steps=1)
+        return res, gma_sims.StepClock(), None
 
+    corpus = {"python": "3", "train_files": 1, "val_files": 1, "train": b"ab", "val": b"c"}
+    monkeypatch.setattr(gma_sims, "_corpus", lambda *a: corpus)
+    monkeypatch.setattr(gma_sims, "_lm_data", lambda cfg, c: {"val_tokens": None})
+    monkeypatch.setattr(gma_sims, "_seq_run", fake_run)
+    monkeypatch.setattr(gma_sims.GM, "param_count", lambda m: 0)
+    cfg = types.SimpleNamespace(max_train_bytes=2, max_val_bytes=1, width=4, seeds=1)
     before = jax.config.jax_enable_compilation_cache
-    cleared = []
-    # the rest of this worker's tests keep their compiled programs
-    monkeypatch.setattr(jax, "clear_caches", lambda: cleared.append(1))
-    monkeypatch.setattr(gma_sims, "_lm_point_once", flaky)
-    with pytest.warns(RuntimeWarning, match="recompiling"):
-        out = gma_sims._lm_point(None, {"mixer": "gma"}, None)
-    assert int(out["attempts"]) == 2 and cache_on == [before, False] and cleared == [1]
-    assert jax.config.jax_enable_compilation_cache == before
-
-    def always(cfg, point, key):
-        raise ValueError("gma_attention: 3 non-finite value(s) in the result although ...")
-
-    monkeypatch.setattr(gma_sims, "_lm_point_once", always)
-    with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match="non-finite"):
-        gma_sims._lm_point(None, {"mixer": "gma"}, None)
-    assert jax.config.jax_enable_compilation_cache == before
-
-    def bad_input(cfg, point, key):
-        raise ValueError("x: must be finite")
-
-    monkeypatch.setattr(gma_sims, "_lm_point_once", bad_input)
-    with pytest.raises(ValueError, match="x: must be finite"):
-        gma_sims._lm_point(None, {"mixer": "gma"}, None)
+    with pytest.raises(FloatingPointError, match="not finite for seeds"):
+        gma_sims._lm_point(cfg, {"mixer": "gma"}, None)
+    assert runs == ["gma"] and jax.config.jax_enable_compilation_cache == before

@@ -18,9 +18,10 @@ from gmtheory import icl
     (lambda: icl.e_icl_ridge(2.0, 2.0, 1.0, 0.1, 0.0), "lam"),
     (lambda: icl.test_error(jnp.ones((3, 3)), 5, 0.1), "Gamma"),
     (lambda: icl.test_error_nonlinear(jnp.ones((3, 4)), 5, {"c1": 1.0}), "moments"),
-    (lambda: icl.dmmse_error(jax.random.key(0), jnp.ones((2, 3)), 4, 0.1, 8, "ood"), "test"),
-    (lambda: icl.g_task_trials(jax.random.key(0), 4, 2.0, 2.0, 1.0, 0.1, 1e-3, 2,
-                               devices=99), "devices"),
+    (lambda: icl.dmmse_error(jax.random.key(0), jnp.ones((2, 3)), 4, 0.1, draws=8,
+                             test="ood"), "test"),
+    (lambda: icl.g_task_trials(jax.random.key(0), 4, alpha=2.0, tau=2.0, kappa=1.0, rho=0.1,
+                               lam=1e-3, trials=2, devices=99), "devices"),
 ])
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
@@ -51,8 +52,8 @@ def test_cg_and_cholesky_match_an_explicit_ridge_solve():
     h, xq, yq = icl.sample_statistics(jax.random.key(5), jnp.tile(pool, (n // k, 1)), ell, 0.1)
     F = jnp.einsum("nd,ne->nde", xq, h).reshape(n, -1)
     G = jnp.linalg.solve(F.T @ F / n + lam * jnp.eye(F.shape[1]), F.T @ yq / n)
-    cg, res = icl.ridge_cg(h, xq, yq, lam, 1e-12, 500)
-    chol, _ = icl.ridge_solve(h, xq, yq, lam, 1e-12, 500)
+    cg, res = icl.ridge_cg(h, xq, yq, lam, tol=1e-12, maxiter=500)
+    chol, _ = icl.ridge_solve(h, xq, yq, lam, tol=1e-12, maxiter=500)
     assert float(res) < 1e-11
     np.testing.assert_allclose(cg.ravel(), G, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(chol.ravel(), G, rtol=1e-10, atol=1e-12)
@@ -71,10 +72,9 @@ def test_sharded_trials_equal_single_device(tmp_path):
         from gmtheory import icl
         assert jax.device_count() == 4
         for kappa in (0.5, 2.0):
-            one = icl.g_task_trials(jax.random.key(3), 6, 3.0, 2.0, kappa, 0.1, 1e-4, 6,
-                                    devices=1)
-            four = icl.g_task_trials(jax.random.key(3), 6, 3.0, 2.0, kappa, 0.1, 1e-4, 6,
-                                     devices=4)
+            kw = dict(alpha=3.0, tau=2.0, kappa=kappa, rho=0.1, lam=1e-4, trials=6)
+            one = icl.g_task_trials(jax.random.key(3), 6, devices=1, **kw)
+            four = icl.g_task_trials(jax.random.key(3), 6, devices=4, **kw)
             for a, b in zip(one[:2] + one[3:], four[:2] + four[3:]):
                 a, b = np.asarray(a), np.asarray(b)
                 assert np.max(np.abs(a - b)) <= 1e-7 * np.max(np.abs(a)), (a, b)

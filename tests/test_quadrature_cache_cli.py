@@ -22,6 +22,40 @@ def test_gauss_hermite_polynomial_exactness():
         g.gauss_hermite_rule(100, 5)
 
 
+def test_one_dimensional_rules_against_closed_forms():
+    """The piecewise Gauss-Legendre rule (hermite's) and the sinh-trapezoid rule (lda's
+    gate axis) against closed forms of normal expectations.  Piecewise GL converges
+    geometrically on each smooth piece, but a piece is 40 long and the density varies on
+    a scale of 1: order 40 is not converged (3e-10 off for E relu; hermite's adaptive loop
+    doubles the order from 32), order 128 is, so it is held to 1e-12 (round-off of a few
+    hundred float64 terms is ~1e-14).  The sinh trapezoid converges geometrically in n,
+    its tails beyond 14/kappa' are below 1e-40: at n = 600 held to 1e-10."""
+    from scipy.stats import norm
+
+    from gmtheory.quadrature import normal_rule, sinh_trapezoid_rule
+
+    t, w = normal_rule(128, breaks=(0.0,))
+    assert abs(w @ np.maximum(t, 0.0) - 1 / np.sqrt(2 * np.pi)) < 1e-12   # E relu(z)
+    t, w = normal_rule(128, breaks=(0.5,))
+    assert abs(w @ (t > 0.5) - norm.sf(0.5)) < 1e-12                     # E 1{z > 1/2}
+    t, w = normal_rule(8)                                                  # plain GH
+    assert abs(w @ t**4 - 3.0) < 1e-12
+    for kappa, c in ((1.0, 0.0), (50.0, 0.7), (800.0, -1.3)):
+        t, w = sinh_trapezoid_rule(c, kappa, 600)
+        # E Phi(kappa (z - c)) = Phi(-kappa c / sqrt(1 + kappa^2)) for z ~ N(0, 1)
+        exact = norm.cdf(-kappa * c / np.sqrt(1 + kappa**2))
+        assert abs(float(w @ norm.cdf(kappa * (np.asarray(t) - c))) - exact) < 1e-10
+
+
+def test_fingerprint_follows_a_subpackage():
+    """A simulation that imports ``gmtheory.lda`` (a package) depends on the modules that
+    the package re-exports from, so an edit of lda/landscape.py invalidates its results."""
+    from gmtheory.cache import source_fingerprint
+
+    files = source_fingerprint("gmtheory.simulations.lda_sims").files
+    assert {"lda/problem.py", "lda/landscape.py", "lda/dynamics.py"} <= set(files)
+
+
 def test_monte_carlo_se_covers(key):
     mix = g.GaussianMixture.isotropic([0.4, 0.6], jnp.array([[1.0], [-2.0]]), [1.0, 0.5])
     est, se = g.monte_carlo(lambda x: x[:, 0] ** 2, mix.sample, key, 200_000, batch=50_000)

@@ -20,6 +20,10 @@ with symbolic matrices, M = 2 components):
 :func:`derive` returns the expressions; :func:`bayes_denoiser_function`,
 :func:`two_head_function` and :func:`linear_optimum_function` lambdify the closed forms
 for the tests against :mod:`gmtheory.denoising`.
+
+Length: over 600 lines because it is Section 4 whole: ten sympy steps that
+:func:`derive` runs into one dictionary, whose stored symbols the lambdified forms read,
+as every derivations module has one ``derive()`` for its section of the paper.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def dM_closed(xx, kk):
     return -sp.Rational(1, 2) * Mv**2 * (1 + (xx + 1 + 1 / kk) / sp.sqrt(a**2 + 4 * xx / kk))
 
 
-def ridge_error(Mf, dMf, eps_, q, rho_, tau_):
+def ridge_error(Mf, dMf, eps_, q, *, rho_, tau_):
     """Transcription of ``icl.e_icl_ridge`` given ``M = Mf(nu)``, ``M' = dMf(nu)``."""
     nu = q + eps_
     Mv, dMv = Mf(nu), dMf(nu)
@@ -171,7 +171,7 @@ def _limits(out):
     out["eps_tau_limit_residual"] = sp.simplify(_factor_roots(sp.limit(root, tau, sp.oo)) - lam)
     Minf = lambda v: 1 / (1 + v)
     dMinf = lambda v: -1 / (1 + v) ** 2
-    e_eps, c_eps = ridge_error(Minf, dMinf, eps, q, rho, tau)
+    e_eps, c_eps = ridge_error(Minf, dMinf, eps, q, rho_=rho, tau_=tau)
     out["c_eps_tau_limit_residual"] = sp.simplify(sp.limit(c_eps.subs(eps, lam), tau, sp.oo))
     e_lim = sp.limit(e_eps.subs(eps, lam), tau, sp.oo)
     claim = (1 + q) / (1 + q + lam) ** 2 - 2 / (1 + q + lam) + 1 + rho

@@ -32,6 +32,7 @@ def load_all() -> None:
         clean_context,
         denoising_sims,
         gated_experts,
+        gma_gmm,
         gma_sims,
         icl_denoising,
         icl_nonlinear_kappa,

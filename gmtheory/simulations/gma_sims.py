@@ -17,10 +17,8 @@ the last block of the training loop (so it excludes compilation), for all seeds 
 * ``gma-lm`` — causal byte-level LM on the standard library's sources: validation bits
   per byte against steps and wall-clock, and the responsibility analysis of the GMA
   model's first layer (:func:`gmtheory.gma_analysis.responsibility_report`).
-* ``gma-gmm`` — in-context GMM classification, cases A (fixed means, labels permuted per
-  prompt) and B (means redrawn per prompt): trained softmax and GMA, the trained GMA
-  model's infinite-prompt limit, the softmax-attention limit (Prop. 2.1 operator) and the
-  Bayes classifier with known means.
+* ``gma-gmm`` — in-context GMM classification: :mod:`gmtheory.simulations.gma_gmm`, on
+  the shared model fields and training of this module.
 
 Documentation: ``docs/topics/gma.md#gma-in-use-experiments``.
 """
@@ -40,19 +38,15 @@ from .. import tasks as T
 from ..gma_analysis import (
     BYTE_CATEGORIES,
     byte_categories,
-    head_features,
-    prompt_limit,
     responsibility_report,
 )
-from ..mixture import GaussianMixture
-from ..operators import softmax_limit_blocked
 from ..problems import stream_key
-from ..quadrature import gauss_hermite_nodes
 from ..stats import mean_se
 from ..training import train
 from ._base import SimConfig, Simulation, register
 
-__all__ = ["GMAModelConfig", "RecallConfig", "LMConfig", "GMMConfig", "train_seeds", "StepClock"]
+__all__ = ["GMAModelConfig", "RecallConfig", "LMConfig", "train_seeds", "StepClock",
+           "matched_models", "masked_ce"]
 
 LN2 = float(np.log(2.0))
 
@@ -114,12 +108,12 @@ def _base_model(cfg, **kw) -> GM.ModelConfig:
                           features=cfg.features, **kw)
 
 
-def _matched(cfg, mixers, **kw):
+def matched_models(cfg, mixers, **kw):
     base = _base_model(cfg, **kw)
     return GM.matched_configs(base, mixers)
 
 
-def _masked_ce(logits, labels, weight):
+def masked_ce(logits, labels, weight):
     lp = jax.nn.log_softmax(logits.astype(jnp.float32), -1)
     nll = -jnp.take_along_axis(lp, jnp.maximum(labels, 0)[..., None], -1)[..., 0]
     return jnp.sum(nll * weight) / jnp.maximum(jnp.sum(weight), 1.0)
@@ -149,7 +143,7 @@ def _seq_ce(model, tokens, label, masked):
     logits = model(tokens, tokens > 0 if masked else None)
     w = (label >= 0).astype(jnp.float32)
     hit = (jnp.argmax(logits, -1) == label).astype(jnp.float32)
-    return _masked_ce(logits, label, w), jnp.sum(hit * w) / jnp.maximum(jnp.sum(w), 1.0)
+    return masked_ce(logits, label, w), jnp.sum(hit * w) / jnp.maximum(jnp.sum(w), 1.0)
 
 
 def _seq_metrics_masked(model, data):
@@ -165,7 +159,7 @@ def _seq_metrics(model, data):
 def _seq_run(cfg, mixer, causal, data, key, width, desc, tag):
     """Train ``cfg.seeds`` models of one mixer on sequence-labelling ``data``; validation
     cross-entropy (nats) and accuracy at every record."""
-    mcfg = _matched(cfg, (mixer,), vocab=VOCAB, n_out=VOCAB, causal=causal,
+    mcfg = matched_models(cfg, (mixer,), vocab=VOCAB, n_out=VOCAB, causal=causal,
                     max_len=width)[mixer]
     data = {k: jnp.asarray(v) for k, v in data.items()}
     res, clock = train_seeds(mcfg, _seq_loss(cfg.batch, not causal), key, cfg.seeds,
@@ -388,51 +382,12 @@ def _lm_points(cfg):
     return [{"mixer": m} for m in cfg.mixers]
 
 
-LM_ATTEMPTS = 3
-
-
 def _lm_point(cfg, point, key):
-    """One mixer of gma-lm; recompiled from scratch (up to ``LM_ATTEMPTS`` times in all)
-    when its GMA forward comes out non-finite.
-
-    On 2026-12-03 (CPU, jaxlib 0.10.2) about one fresh process in four got a forward that
-    was non-finite for every output: XLA:CPU left part of the causal chunk's output
-    unwritten, so it read whatever the memory held.  That is fixed in
+    """One mixer of gma-lm.  A non-finite validation loss raises instead of being written:
+    in 2026-12 a faulty compiled GMA forward (XLA:CPU left part of the causal chunk's
+    output unwritten) gave NaN; the root cause is fixed in
     :func:`gmtheory.gma._causal_chunk_math` and tested under ``MALLOC_PERTURB_``
-    (docs/topics/gma.md); the retry stays as a guard.  A retry clears JAX's in-memory
-    caches and turns the persistent cache off for the point, so it recompiles; the point
-    records its ``attempts``.  The non-finite guard stays: a third
-    failure raises."""
-    cached = jax.config.jax_enable_compilation_cache
-    try:
-        for attempt in range(1, LM_ATTEMPTS + 1):
-            try:
-                out = _lm_point_once(cfg, point, key)
-            except (FloatingPointError, ValueError) as exc:
-                if attempt == LM_ATTEMPTS or not (
-                        isinstance(exc, FloatingPointError)
-                        or "non-finite value(s) in the result" in str(exc)):
-                    raise
-                import warnings
-
-                warnings.warn(f"gma-lm {point['mixer']}: recompiling without the XLA cache "
-                              f"(attempt {attempt + 1} of {LM_ATTEMPTS}) after: "
-                              f"{str(exc)[:160]}", RuntimeWarning, stacklevel=2)
-                from .. import training
-
-                jax.clear_caches()
-                _builder.cache_clear()
-                training.clear_programs()
-                jax.config.update("jax_enable_compilation_cache", False)
-                continue
-            out["attempts"] = np.asarray(attempt)
-            return out
-        raise AssertionError("unreachable")
-    finally:  # later points and figures use the persistent cache again
-        jax.config.update("jax_enable_compilation_cache", cached)
-
-
-def _lm_point_once(cfg, point, key):
+    (docs/topics/gma.md), so the point is no longer recompiled and retried."""
     mixer = point["mixer"]
     corpus = _corpus(cfg.max_train_bytes, cfg.max_val_bytes)
     data = _lm_data(cfg, corpus)
@@ -449,13 +404,13 @@ def _lm_point_once(cfg, point, key):
            "train_bytes": np.asarray(len(corpus["train"])),
            "val_bytes": np.asarray(len(corpus["val"]))}
     bad = ~np.isfinite(out["val_bpb"])
-    if bad.any():  # never a silent NaN (a faulty compiled program: see _lm_point)
+    if bad.any():  # never a silent NaN
         seeds, recs = np.nonzero(bad)
         raise FloatingPointError(
             f"gma-lm {mixer}: validation bits/byte is not finite for seeds {sorted(set(seeds))} "
-            f"at records {sorted(set(recs))} although the training loss stayed finite; if it "
-            "persists after the recompilations, rerun (finished points are kept) and report "
-            "it (docs/topics/gma.md).")
+            f"at records {sorted(set(recs))} although the training loss stayed finite; rerun "
+            "(finished points are kept) and report it with the jaxlib version "
+            "(docs/topics/gma.md).")
     if mixer == "gma":
         out.update(_lm_responsibilities(res.params, data["val_tokens"], cfg.seeds))
     return out
@@ -522,216 +477,4 @@ register(Simulation(
     assemble=_lm_assemble,
     summary=_lm_summary,
     data=lambda cfg: T.stdlib_corpus_identity(),   # the corpus is the interpreter's stdlib
-))
-
-
-# ----------------------------------------------------------------------------- gma-gmm
-@dataclass(frozen=True)
-class GMMConfig(GMAModelConfig):
-    """In-context classification of Gaussian-mixture points (:func:`gmtheory.tasks.gmm_icl`),
-    case A (means fixed, labels permuted per prompt) and B (means redrawn per prompt).
-
-    One bidirectional block (so the trained model's infinite-prompt limit is the layer's
-    limit followed by the MLP and the head), softmax and GMA mixers at equal parameter
-    count, minibatches from a seeded pool of ``n_train`` prompts per case.  Reported:
-    test accuracy at the training prompt length ``L``; the trained GMA model's accuracy
-    at L = infinity (moments ``E[r_k v^T]``, ``E[r_k]`` of the LayerNorm'd token
-    embeddings by Gauss-Hermite quadrature per prompt,
-    :func:`gmtheory.gma_analysis.prompt_limit`); the Prop. 2.1 softmax-attention limit on
-    the raw tokens (scores ``x . q / var``, values the label;
-    :func:`gmtheory.operators.softmax_limit_blocked`); and the Bayes classifier with the
-    prompt's means known.
-
-    Quick profile (~25 s on 2 cores): d = 2, 3 classes, L = 16, 200 steps of 16 prompts
-    from a pool of 8192, width 32, 3 seeds.  It shows the A/B contrast at one (L, d);
-    it cannot say how the gap depends on L, d or the number of classes (the paper
-    profile: L = 128, 3000 steps, width 64).
-    """
-
-    cases: tuple[str, ...] = ("A", "B")
-    d: int = 2
-    n_classes: int = 3
-    sep: float = 2.0
-    var: float = 0.25
-    L: int = 16
-    n_train: int = 8192
-    n_test: int = 512
-    order: int = 16
-
-
-def _gmm_points(cfg):
-    return [{"case": c, "mixer": m} for c in cfg.cases for m in cfg.mixers]
-
-
-@functools.cache
-def _gmm_loss(batch):
-    """Cross-entropy at the query of ``batch`` random prompts of the pool."""
-    def loss(model, data, key):
-        idx = jax.random.randint(key, (batch,), 0, data["inputs"].shape[0])
-        logits = model(data["inputs"][idx])[:, -1]
-        return _masked_ce(logits, data["label"][idx], jnp.ones((batch,)))
-    return loss
-
-
-@functools.cache
-def _gmm_draw(n, L, d, C, sep, var):
-    """``key, redraw -> prompts``: one compiled sampler for both cases."""
-    return jax.jit(lambda key, redraw: T.gmm_icl(key, n, L, case=redraw, d=d, n_classes=C,
-                                                 sep=sep, var=var))
-
-
-def _gmm_pools(cfg, case):
-    """Training pool (``n_train`` prompts) and test prompts (``n_test``), drawn in one
-    call from the case's seed stream."""
-    draw = _gmm_draw(cfg.n_train + cfg.n_test, cfg.L, cfg.d, cfg.n_classes, float(cfg.sep),
-                     float(cfg.var))
-    p = draw(stream_key(cfg.seed, f"gma-gmm-{case}"), jnp.asarray(case == "B"))
-    train = {"inputs": p["inputs"][: cfg.n_train], "label": p["label"][: cfg.n_train]}
-    test = {k: v[cfg.n_train:] for k, v in p.items()}
-    return train, test
-
-
-@jax.jit
-def _gmm_acc(models, inputs, label):
-    return jax.vmap(lambda m: jnp.mean(jnp.argmax(m(inputs)[:, -1], -1) == label))(models)
-
-
-def _query_logits_limit(model, q_tok, moments):
-    """Logits of a one-block GMA model at query token ``q_tok`` ``(d_in,)`` when the
-    prompt is infinite: the mixer output is its limit, the rest of the block is exact."""
-    blk = model.blocks[0]
-    h = model.embed_inputs(q_tok[None, None])[0]                 # (1, d_model)
-    att = prompt_limit(blk.mixer.gma, blk.ln1(h), moments)
-    x = h + att
-    x = x + blk.mlp(blk.ln2(x))
-    return (model.ln_f(x) @ model.head + model.head_b)[0]
-
-
-@functools.partial(jax.jit, static_argnames=("order", "var"))
-def _gma_limit_acc(models, test, order, var):
-    """Accuracy of each seed's model at L = infinity on the test prompts' queries: per
-    prompt, the moments over its mixture of tokens ``(x, onehot(perm[k]), 0)`` by
-    ``order^d`` Gauss-Hermite nodes per component."""
-    C, d = test["means"].shape[1:]
-    z, w = gauss_hermite_nodes(order, d)
-    z, w = jnp.asarray(z, jnp.float32), jnp.asarray(w, jnp.float32)
-    J = z.shape[0]
-
-    def one_prompt(model, means, perm, q_tok):
-        x = (means[:, None, :] + np.sqrt(var) * z[None]).reshape(C * J, d)
-        lab = jnp.repeat(jax.nn.one_hot(perm, C, dtype=x.dtype), J, 0)
-        tok = jnp.concatenate([x, lab, jnp.zeros((C * J, 1), x.dtype)], 1)
-        blk = model.blocks[0]
-        t = blk.ln1(model.embed_inputs(tok[None]))[0]
-        rk, v = head_features(blk.mixer.gma, t)                # (H, CJ, K), (H, CJ, dv)
-        wt = jnp.tile(w, C) / C                                  # equal class weights
-        moments = (jnp.einsum("n,hnk,hnd->hkd", wt, rk, v), jnp.einsum("n,hnk->hk", wt, rk))
-        return jnp.argmax(_query_logits_limit(model, q_tok, moments))
-
-    def acc(model):
-        pred = jax.lax.map(lambda a: one_prompt(model, *a),
-                           (test["means"], test["perm"], test["inputs"][:, -1]))
-        return jnp.mean(pred == test["label"])
-    return jax.vmap(acc)(models)
-
-
-def _joint_mixture(means, perm, var):
-    """Tokens ``(x, onehot(perm[k]))`` of component ``k`` as a Gaussian mixture in
-    ``R^(d + C)``: means ``(m_k, e_perm[k])``, covariances ``diag(var I_d, 0)`` (PSD)."""
-    C, d = means.shape
-    mu = jnp.concatenate([means, jax.nn.one_hot(perm, C, dtype=means.dtype)], 1)
-    cov = jnp.diag(jnp.concatenate([jnp.full((d,), var, means.dtype),
-                                    jnp.zeros((C,), means.dtype)]))
-    return GaussianMixture(jnp.full((C,), 1.0 / C, means.dtype), mu,
-                           jnp.broadcast_to(cov, (C, d + C, d + C)))
-
-
-def _reference_accuracies(cfg, test):
-    """Accuracies of the Prop. 2.1 softmax-attention limit and of Bayes on the test
-    prompts.  The limit reads the joint tokens ``(x, label one-hot)`` with scores
-    ``x . q / var`` (``U = diag(I_d / var, 0)``) and values the label part (``V = [0, I_C]``):
-    ``T(q) = sum_k alpha_k(q) e_perm[k]``, a label distribution; its argmax is the
-    prediction."""
-    d, C = cfg.d, cfg.n_classes
-    U = jnp.zeros((d + C, d + C)).at[:d, :d].set(jnp.eye(d) / cfg.var)
-    V = jnp.zeros((C, d + C)).at[:, d:].set(jnp.eye(C))
-    q = test["inputs"][:, -1, :d].astype(jnp.float64)
-    zq = jnp.concatenate([q, jnp.zeros((q.shape[0], C), q.dtype)], 1)
-
-    def op(means, perm, z):
-        mix = _joint_mixture(means.astype(z.dtype), perm, cfg.var)
-        return softmax_limit_blocked(mix, U.astype(z.dtype), V.astype(z.dtype), z[None])[0]
-
-    pred_op = jnp.argmax(jax.vmap(op)(test["means"], test["perm"], zq), -1)
-    bayes = jnp.argmin(jnp.sum((test["means"] - q[:, None]) ** 2, -1), -1)
-    pred_bayes = jnp.take_along_axis(test["perm"], bayes[:, None], 1)[:, 0]
-    return (float(jnp.mean(pred_op == test["label"])),
-            float(jnp.mean(pred_bayes == test["label"])))
-
-
-def _gmm_point(cfg, point, key):
-    case, mixer = point["case"], point["mixer"]
-    mcfg = _matched(cfg, (mixer,), d_in=T.gmm_token_dim(cfg.d, cfg.n_classes),
-                    n_out=cfg.n_classes, causal=False)[mixer]
-    train_pool, test = _gmm_pools(cfg, case)
-    res, clock = train_seeds(mcfg, _gmm_loss(cfg.batch), key, cfg.seeds, steps=cfg.steps,
-                             lr=cfg.lr, data=train_pool, desc=f"gma-gmm {case} {mixer}",
-                             tag=["gma-gmm", case, mixer])
-    acc = _gmm_acc(res.params, test["inputs"], test["label"])
-    out = {"acc": np.asarray(acc), "final_loss": np.asarray(res.loss[-1]),
-           "sec_per_step": np.asarray(clock.seconds_per_step()),
-           "params": np.asarray(GM.param_count(mcfg))}
-    if mixer == "gma":
-        out["acc_limit"] = np.asarray(_gma_limit_acc(res.params, test, cfg.order,
-                                                     float(cfg.var)))
-    op, bayes = _reference_accuracies(cfg, test)
-    out["acc_softmax_limit"] = np.asarray(op)
-    out["acc_bayes"] = np.asarray(bayes)
-    return out
-
-
-def _gmm_assemble(cfg, points, results):
-    arrays = {}
-    for p, r in zip(points, results, strict=True):
-        for k, v in r.items():
-            if k in ("acc_softmax_limit", "acc_bayes"):
-                arrays[f"{p['case']}/{k}"] = v
-            else:
-                arrays[f"{p['case']}/{p['mixer']}/{k}"] = v
-    arrays["mixers"] = np.asarray(cfg.mixers)
-    arrays["cases"] = np.asarray(cfg.cases)
-    arrays["chance"] = np.asarray(1.0 / cfg.n_classes)
-    return arrays
-
-
-def _gmm_summary(cfg, a):
-    lines = []
-    for c in cfg.cases:
-        parts = []
-        for m in cfg.mixers:
-            mu, se = mean_se(a[f"{c}/{m}/acc"])
-            parts.append(f"trained {m} {mu:.3f}±{se:.3f}")
-        if f"{c}/gma/acc_limit" in a:
-            mu, se = mean_se(a[f"{c}/gma/acc_limit"])
-            parts.append(f"trained GMA at L=inf {mu:.3f}±{se:.3f}")
-        parts.append(f"softmax limit (Prop. 2.1) {float(a[f'{c}/acc_softmax_limit']):.3f}")
-        parts.append(f"Bayes {float(a[f'{c}/acc_bayes']):.3f}")
-        lines.append(f"case {c} (L={cfg.L}, {cfg.seeds} seeds, mean±SE): " + ", ".join(parts))
-    for m in cfg.mixers:
-        lines.append(f"{m}: params {int(a[f'{cfg.cases[0]}/{m}/params'])}, "
-                     f"{1e3 * float(np.mean([a[f'{c}/{m}/sec_per_step'] for c in cfg.cases])):.1f}"
-                     " ms/step (all seeds together)")
-    return lines
-
-
-register(Simulation(
-    name="gma-gmm",
-    description="In-context GMM classification (cases A, B): trained softmax and GMA vs "
-                "GMA's infinite-prompt limit, the Prop. 2.1 softmax limit and Bayes "
-                "(issue 14)",
-    config_cls=GMMConfig,
-    points=_gmm_points,
-    run_point=_gmm_point,
-    assemble=_gmm_assemble,
-    summary=_gmm_summary,
 ))

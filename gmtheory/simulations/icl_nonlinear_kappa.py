@@ -145,7 +145,7 @@ def _paired_one(key, d, ell, k_max, n_max, k, n, rho, lam, fidx, mom, tol, maxit
     # two sequential solves: a vmapped CG fused with the sampler miscompiles on XLA:CPU
     # (jax 0.10.2: residuals ~2 instead of 1e-10), so each target gets its own loop
     for i, m in enumerate((mom, _gaussian_moments(mom["c1"], mom["rho_eff"]))):
-        G, r = icl.ridge_cg(h[i], xq, yq[i], lam / d, tol, maxiter, n)
+        G, r = icl.ridge_cg(h[i], xq, yq[i], lam / d, tol=tol, maxiter=maxiter, n=n)
         out += [icl.test_error_nonlinear(G, ell, m), icl.test_error_nonlinear(G, ell, m, mu, R)]
         res.append(r)
     return jnp.stack([*out, jnp.maximum(*res)])

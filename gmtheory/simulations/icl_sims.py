@@ -33,8 +33,8 @@ def _trials(key, d, alpha, tau, kappa, rho, lam, trials, f=None, mom=None, pad=N
     """e_ICL (and e_IDG) of ``trials`` pretraining runs, one jitted batch (sharded over
     devices); a nonlinear target ``f`` is evaluated with the exact nonlinear formula and ``mom``
     (docs/topics/icl.md#the-nonlinearity-noise-equivalence)."""
-    e1, e2, _, G = icl.g_task_trials(key, d, alpha, tau, kappa, rho, lam, trials, f=f,
-                                     pad_to=pad, scale=scale)
+    e1, e2, _, G = icl.g_task_trials(key, d, alpha=alpha, tau=tau, kappa=kappa, rho=rho,
+                                     lam=lam, trials=trials, f=f, pad_to=pad, scale=scale)
     if mom is not None:
         ell = icl.sizes(d, alpha, tau, kappa)[0]
         e1 = jax.vmap(lambda g: icl.test_error_nonlinear(g, ell, mom))(G)
@@ -286,9 +286,9 @@ def _gtask_point(cfg, p, key):
         ell, kk, _ = icl.sizes(d, a, 0.2 * a, k)
         pool = icl.sample_pool(jax.random.fold_in(key, 99), d, pad[0])
         e1, s1 = icl.dmmse_error(jax.random.fold_in(key, 100), pool, ell, cfg.rho,
-                                 cfg.dmmse_draws, "icl", kk)
+                                 draws=cfg.dmmse_draws, test="icl", k=kk)
         e2, s2 = icl.dmmse_error(jax.random.fold_in(key, 101), pool, ell, cfg.rho,
-                                 cfg.dmmse_draws, "idg", kk)
+                                 draws=cfg.dmmse_draws, test="idg", k=kk)
         out["dmmse"] = np.array([e1 - e2, np.hypot(s1, s2)])
     return out
 

@@ -92,7 +92,8 @@ def _fig1_point(cfg, point, key):
     if start == "theta1":       # along the slowest damped direction (check lda.19)
         pert = pert + cfg.amp * V[:, np.argmax(pos)]
     th0 = unr(vec + pert)
-    _, tr = lda.gradient_descent(prob, th0, cfg.lr, cfg.steps, cfg.record_every, cfg.order)
+    _, tr = lda.gradient_descent(prob, th0, cfg.lr, cfg.steps, record_every=cfg.record_every,
+                                 order=cfg.order)
     theta = np.concatenate([np.asarray(vec + pert)[None], np.asarray(tr["theta"])])
     modes = (theta - np.asarray(vec)) @ V                  # displacement in Hessian modes
     # the slowest damped mode decays by 1 - lr lambda per step (Hessian at the Table 3

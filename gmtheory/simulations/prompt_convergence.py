@@ -50,13 +50,14 @@ def _run_point(cfg, point, key):
         L = point["L"]
         ks, kl = jax.random.split(key)
         return {
-            "soft": prompt_sq_errors(ks, mix, U, V, z, L, cfg.reps, kind="softmax"),
-            "lin": prompt_sq_errors(kl, mix, U, V, z, L, cfg.reps, kind="linear"),
+            "soft": prompt_sq_errors(ks, mix, U, V, z, L=L, reps=cfg.reps, kind="softmax"),
+            "lin": prompt_sq_errors(kl, mix, U, V, z, L=L, reps=cfg.reps, kind="linear"),
         }
     q = point["q"]
     zq = z[:1]
     Uq = scale_to_quad(mix, U, zq, q)
-    errs = prompt_sq_errors(key, mix, Uq, V, zq, cfg.L_ess, cfg.reps_ess, kind="softmax")
+    errs = prompt_sq_errors(key, mix, Uq, V, zq, L=cfg.L_ess, reps=cfg.reps_ess,
+                            kind="softmax")
     return {
         "errs": errs[:, 0],
         "pred": jnp.sum(finite_prompt_variance(mix, Uq, V, zq)),

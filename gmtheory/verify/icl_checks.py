@@ -191,7 +191,8 @@ def _sim_error(key, d, alpha, tau, kappa, rho, lam, trials, f=None, mom=None):
     out = []
     ell = max(1, round(alpha * d))
     for t in range(trials):
-        r, _ = icl.pretrain(jax.random.fold_in(key, t), d, alpha, tau, kappa, rho, lam, f=f)
+        r, _ = icl.pretrain(jax.random.fold_in(key, t), d, alpha=alpha, tau=tau, kappa=kappa,
+                            rho=rho, lam=lam, f=f)
         e = icl.test_error(r.Gamma, ell, rho) if mom is None else \
             icl.test_error_nonlinear(r.Gamma, ell, mom)
         out.append(float(e))

@@ -918,7 +918,7 @@ def check_19():
     slow = V1[:, np.argmax(pos1)]                       # smallest positive eigenvalue
     start1 = vec1 + amp * slow + noise * jax.random.normal(jax.random.fold_in(key, 1),
                                                            vec1.shape)
-    thf1, tr1 = lda.gradient_descent(prob, unr(start1), lr, steps, every, order)
+    thf1, tr1 = lda.gradient_descent(prob, unr(start1), lr, steps, record_every=every, order=order)
     d1 = np.asarray(tr1["dist_E1"])
     fit1 = stats.fit_semilog(it[win], d1[win])
     decades1 = -fit1.slope * (it[win][-1] - it[win][0]) / np.log(10)
@@ -930,7 +930,8 @@ def check_19():
     th2 = lda.table3_start("theta2", prob)
     vec2, _ = lda.flatten(th2)
     n2 = noise * jax.random.normal(jax.random.fold_in(key, 2), vec2.shape)
-    _, thf2_tr = lda.gradient_descent(prob, unr(vec2 + n2), lr, steps, every, order)
+    _, thf2_tr = lda.gradient_descent(prob, unr(vec2 + n2), lr, steps, record_every=every,
+                                      order=order)
     d2 = np.asarray(thf2_tr["dist_E2"])
     ev2, V2, pos2 = spectrum(th2)
     ker = V2[:, ~pos2]

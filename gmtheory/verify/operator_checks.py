@@ -258,8 +258,9 @@ def check_linear():
 def _slope_outcome(kind: str, Ls, reps):
     mix, U, V, z = make_problem(SEED, 3, 3, 4, 1.0)
     key = stream_key(SEED, f"c56-{kind}")
-    mse = np.array([float(prompt_sq_errors(jax.random.fold_in(key, i), mix, U, V, z, L, reps,
-                                           kind=kind).mean()) for i, L in enumerate(Ls)])
+    mse = np.array([float(prompt_sq_errors(jax.random.fold_in(key, i), mix, U, V, z, L=L,
+                                           reps=reps, kind=kind).mean())
+                    for i, L in enumerate(Ls)])
     fit = fit_loglog(Ls, np.sqrt(mse))
     return fit.slope, fit.stderr, mse
 
@@ -301,7 +302,8 @@ def check_softmax_rate_ess():
     key = stream_key(SEED, "c6-ess")
     for i, q in enumerate((0.25, 0.5, 1.0, 2.0)):
         Uq = scale_to_quad(mix, U, zq, q)
-        e = np.asarray(prompt_sq_errors(jax.random.fold_in(key, i), mix, Uq, V, zq, L, reps))[:, 0]
+        e = np.asarray(prompt_sq_errors(jax.random.fold_in(key, i), mix, Uq, V, zq, L=L,
+                                        reps=reps))[:, 0]
         m, se = mean_se(e)
         meas, se = L * float(m), L * float(se)
         pred = float(jnp.sum(finite_prompt_variance(mix, Uq, V, zq)))

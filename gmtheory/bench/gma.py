@@ -1,0 +1,235 @@
+"""``gmtheory bench gma``: GMA against xla softmax, elu+1 linear attention and naive cumsum
+GMA, forward and forward+backward, with compiled temporary memory (resumable)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import gma
+from ..cache import atomic_write_bytes
+from ..stats import fit_loglog
+from ._runner import MEMORY_SAFETY, _bar, _temp_bytes, available_memory_bytes, time_fn
+
+__all__ = ["bench_gma", "format_gma", "summarise_gma", "GOAL_N", "SLOPE_MIN_N"]
+
+
+def _gma_methods(params, heads, dh):
+    def split(x, W):
+        return (x @ W).reshape(x.shape[0], x.shape[1], heads, dh)
+
+    def softmax_xla(p, x):
+        q, k, v = split(x, p["q"]), split(x, p["k"]), split(x, p["v"])
+        y = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
+        return y.reshape(x.shape)
+
+    def linear_elu(p, x):
+        q = jax.nn.elu(split(x, p["q"])) + 1
+        k = jax.nn.elu(split(x, p["k"])) + 1
+        v = split(x, p["v"])
+        S = jnp.cumsum(jnp.einsum("bnhd,bnhe->bnhde", k, v), axis=1)
+        z = jnp.cumsum(k, axis=1)
+        y = jnp.einsum("bnhd,bnhde->bnhe", q, S) / (jnp.einsum("bnhd,bnhd->bnh", q, z)[..., None]
+                                                    + 1e-6)
+        return y.reshape(x.shape)
+
+    def gma_cumsum(p, x):
+        rq, rk, v = gma.routes(p, x)
+        S = jnp.cumsum(rk[..., :, None] * v[..., None, :], axis=2)  # (H,B,N,K,dv): N K dv
+        n = jnp.cumsum(rk, axis=2)
+        y = jnp.einsum("hbnk,hbnkd->hbnd", rq, S) / (jnp.einsum("hbnk,hbnk->hbn", rq, n)[..., None]
+                                                    + 1e-6)
+        H, B, N, dv = y.shape
+        return jnp.transpose(y, (1, 2, 0, 3)).reshape(B, N, H * dv) @ p.Wo
+
+    return {
+        "gma-causal": (params, lambda p, x: gma.gma_attention(p, x, causal=True, chunk=128)),
+        "gma-bidirectional": (params, lambda p, x: gma.gma_attention(p, x)),
+        "gma-causal-cumsum": (params, gma_cumsum),
+        "softmax-xla-causal": (None, softmax_xla),
+        "linear-elu-causal": (None, linear_elu),
+    }
+
+
+def bench_gma(*, quick: bool = False, repeats: int = 10, dtype=jnp.float32,
+              progress: bool = False, Ns=None, methods=None, partial=None) -> dict:
+    """GMA vs xla softmax, elu+1 linear attention and naive cumsum GMA (the GMA benchmarks,
+    docs/topics/gma.md#gaussian-mixture-attention-gmtheorygma).
+
+    d_model = 64, 4 heads; forward and forward+backward; median of ``repeats`` after a
+    warm-up; compiled temporary memory from XLA's memory analysis. A case whose
+    estimate times ``MEMORY_SAFETY`` exceeds the memory available is not run and is
+    listed under ``"skipped"`` (on a 24 GiB machine: xla softmax at N = 16384).
+    ``Ns`` overrides the sequence lengths (default 2^9..2^16, ``quick``: 2^9..2^12) and
+    ``methods`` restricts the methods (default: all five). With ``partial`` (a path),
+    each finished case is written there atomically and a rerun with the same repeats,
+    dtype and backend reuses those cases instead of measuring them again; the file is
+    removed when the run completes.
+    """
+    d_model, heads = 64, 4
+    dh = d_model // heads
+    Ns = list(Ns or [2**k for k in range(9, 13 if quick else 17)])
+    Ks = (16,) if quick else (16, 64)
+    key = jax.random.key(0)
+    base = {n: 0.125 * jax.random.normal(jax.random.fold_in(key, i), (d_model, d_model), dtype)
+            for i, n in enumerate("qkv")}
+    known = list(_gma_methods(gma.init(key, d_model, heads=heads, K=Ks[0]), heads, dh))
+    unknown = sorted(set(methods or ()) - set(known))
+    if unknown:
+        raise ValueError(f"methods: unknown {unknown}; choose from {known}.")
+    cases = []
+    for K in Ks:
+        params = gma.init(key, d_model, heads=heads, K=K, dtype=dtype)
+        for name, (p, f) in _gma_methods(params, heads, dh).items():
+            if name.startswith(("softmax", "linear")) and K != Ks[0]:
+                continue
+            if methods is not None and name not in methods:
+                continue
+            for N in Ns:
+                if name.startswith("softmax") and N > 2**14:
+                    continue  # fwd+bwd estimate >= 64 GiB beyond 2^14: not even compiled
+                if name == "gma-causal-cumsum" and N * K * dh * heads > 2**27:
+                    continue
+                cases.append((name, K, base if p is None else p, f, N))
+    header = {"backend": jax.default_backend(), "dtype": jnp.dtype(dtype).name,
+              "repeats": repeats}
+    done = _load_partial(partial, header)
+    rows, skipped = [], []
+    for name, K, p, f, N in _bar("gma", progress, iterable=cases):
+        ident = (name, K if name.startswith("gma") else None, N)
+        if ident in done:  # measured by an interrupted earlier run
+            kind, entry = done[ident]
+            (skipped if kind == "skipped" else rows).append(entry)
+            continue
+        if partial is not None and (rows or skipped):
+            atomic_write_bytes(Path(partial), json.dumps(
+                {**header, "rows": rows, "skipped": skipped}).encode())
+        x = jax.random.normal(jax.random.fold_in(key, N), (1, N, d_model), dtype)
+        kind, row = _measure_gma_case(name, K, p, f, N, x, repeats)
+        (skipped if kind == "skipped" else rows).append(row)
+    if partial is not None and Path(partial).exists():
+        Path(partial).unlink()
+    return summarise_gma({"rows": rows, "skipped": skipped, "Ns": Ns, "Ks": list(Ks), **header})
+
+
+def _measure_gma_case(name, K, p, f, N, x, repeats) -> tuple[str, dict]:
+    """One case of :func:`bench_gma`: ``("rows", row)`` with times and compiled temporary
+    memory, or ``("skipped", row)`` when the memory estimate does not fit."""
+    # compiled once, ahead of time: the executable whose memory is reported is timed
+    fwd = jax.jit(lambda p_, x_: f(p_, x_)).lower(p, x).compile()
+    fb = jax.jit(jax.grad(lambda p_, x_: jnp.sum(f(p_, x_) ** 2))).lower(p, x).compile()
+    row = {"method": name, "K": K if name.startswith("gma") else None, "N": N,
+           "fwd_temp_bytes": _temp_bytes(fwd), "fwdbwd_temp_bytes": _temp_bytes(fb)}
+    need = MEMORY_SAFETY * max(row["fwd_temp_bytes"], row["fwdbwd_temp_bytes"])
+    have = available_memory_bytes()
+    if need > have:  # running it would get the process OOM-killed
+        return "skipped", {**row, "needed_bytes": need, "available_bytes": have}
+    row["fwd_s"] = time_fn(fwd, p, x, repeats=repeats)
+    row["fwdbwd_s"] = time_fn(fb, p, x, repeats=repeats)
+    return "rows", row
+
+
+def _load_partial(path, header: dict) -> dict:
+    """Cases of an interrupted ``bench_gma`` run, by (method, K, N), if its header matches."""
+    if path is None or not Path(path).exists():
+        return {}
+    try:
+        old = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}  # unreadable: measure everything again
+    if any(old.get(k) != v for k, v in header.items()):
+        return {}
+    return {(e["method"], e["K"], e["N"]): (kind, e)
+            for kind in ("rows", "skipped") for e in old.get(kind, ())}
+
+
+GOAL_N = 16384  # the N of GMA's speed and memory goals (docs/topics/gma.md)
+SLOPE_MIN_N = 2048  # slopes are fitted over N >= this
+
+
+def summarise_gma(res: dict) -> dict:
+    """Slopes, crossover and goal ratios of a ``bench_gma`` result, from its rows alone.
+
+    Slopes are log-log fits over N >= 2048. The ratios are taken at ``GOAL_N`` when both
+    methods were measured there, otherwise at the largest N both were measured at (the
+    quick profile stops at 4096). Recomputing this from a saved JSON gives the same
+    summary as the run that wrote it.
+    """
+    rows, K0 = res["rows"], res["Ks"][0]
+    res = {**res, "slopes": {}}
+
+    def series(method, K, field):
+        pts = [(r["N"], r[field]) for r in rows if r["method"] == method and r["K"] == K]
+        return np.array(pts, float).T if pts else np.zeros((2, 0))
+
+    def at(n, vals, N):
+        return vals[n == N][0]
+
+    def ref_N(common):
+        return GOAL_N if GOAL_N in common else max(common)
+
+    big = [n for n in res["Ns"] if n >= SLOPE_MIN_N]
+    res["slope_Ns"] = big
+    for r in sorted({(r["method"], r["K"] or 0) for r in rows}):
+        K = r[1] or None
+        for field in ("fwd_s", "fwdbwd_s", "fwdbwd_temp_bytes"):
+            n, t = series(r[0], K, field)
+            sel = np.isin(n, big) & np.isfinite(t) & (t > 0)
+            if sel.sum() >= 2:
+                res["slopes"][f"{r[0]}[K={K}] {field}"] = fit_loglog(n[sel], t[sel]).slope
+    n_s, t_s = series("softmax-xla-causal", None, "fwdbwd_s")
+    n_g, t_g = series("gma-causal", K0, "fwdbwd_s")
+    common = [n for n in n_g if n in n_s]
+    faster = [n for n in common if at(n_g, t_g, n) < at(n_s, t_s, n)]
+    res["crossover_N"] = float(min(faster)) if faster else None
+    if common:
+        ref = ref_N(common)
+        res["ratio_N"] = ref
+        res["softmax_over_gma_fwdbwd"] = float(at(n_s, t_s, ref) / at(n_g, t_g, ref))
+    n_c, m_c = series("gma-causal-cumsum", K0, "fwdbwd_temp_bytes")
+    n_m, m_g = series("gma-causal", K0, "fwdbwd_temp_bytes")
+    common = [n for n in n_c if n in n_m]
+    if common:
+        ref = ref_N(common)
+        res["memory_ratio_N"] = ref
+        res["cumsum_over_chunked_memory"] = float(at(n_c, m_c, ref) / at(n_m, m_g, ref))
+    return res
+
+
+def format_gma(res: dict) -> str:
+    lines = [f"backend {res['backend']}, dtype {res['dtype']}, median of {res['repeats']}; "
+             "d_model 64, 4 heads",
+             f"{'method':<22} {'K':>4} {'N':>7} {'fwd s':>9} {'fwd+bwd s':>10} {'temp MiB':>9}"]
+    for r in res["rows"]:
+        lines.append(f"{r['method']:<22} {r['K'] or '-':>4} {r['N']:>7} {r['fwd_s']:9.4f} "
+                     f"{r['fwdbwd_s']:10.4f} {r['fwdbwd_temp_bytes'] / 2**20:9.1f}")
+    for r in res.get("skipped", ()):
+        lines.append(f"{r['method']:<22} {r['K'] or '-':>4} {r['N']:>7}  not run: needs about "
+                     f"{r['needed_bytes'] / 2**30:.1f} GiB ({MEMORY_SAFETY:g} x XLA's "
+                     f"{r['fwdbwd_temp_bytes'] / 2**30:.1f} GiB estimate), "
+                     f"{r['available_bytes'] / 2**30:.1f} GiB available")
+    sn = res.get("slope_Ns") or [SLOPE_MIN_N]
+    lines.append(f"log-log slopes over N = {min(sn)}..{max(sn)} ({len(sn)} sizes; goal <= 1.15 "
+                 "for GMA" + ("" if len(sn) > 2 else "; two sizes only, so indicative: run "
+                              "without --quick for the goal") + "):")
+    for k, v in sorted(res["slopes"].items()):
+        lines.append(f"  {k:<48} {v:+.3f}")
+    cross = res["crossover_N"]
+    lines.append("crossover N (causal GMA fwd+bwd faster than xla softmax): "
+                 + ("none measured" if cross is None else f"{cross:g}"))
+    if "ratio_N" in res:
+        lines.append(f"xla softmax / causal GMA fwd+bwd time at N = {res['ratio_N']:g}: "
+                     f"{res['softmax_over_gma_fwdbwd']:.1f}x (goal >= 10 at N = {GOAL_N}"
+                     + ("" if res["ratio_N"] == GOAL_N else
+                        f"; N = {res['ratio_N']:g} is the largest N measured for both")
+                     + ")")
+    if "memory_ratio_N" in res:
+        lines.append(f"cumsum / chunked causal GMA fwd+bwd temp memory at N = "
+                     f"{res['memory_ratio_N']:g}: {res['cumsum_over_chunked_memory']:.1f}x "
+                     f"(goal >= 3 at N = {GOAL_N})")
+    return "\n".join(lines)
+
