@@ -180,7 +180,7 @@ def interpolation_head(y, a: float, b: float, p: int, beta):
     return softmax_attention(tokens, U, jnp.array([[1.0, 0.0]], y.dtype), q)[:, 0]
 
 
-def interpolation_head_affine(x, w, t: float, a: float, b: float, p: int, beta):
+def interpolation_head_affine(x, w, t: float, a: float, b: float, *, p: int, beta):
     """The interpolation head for ``clip(w^T x + t, a, b)`` on inputs ``x`` in ``R^d``.
 
     The reference's form for ``d > 1``: anchor tokens ``k_j = (a_j w, a_j t - a_j^2/2,

@@ -81,7 +81,7 @@ class Expr:
     on ``(n, d)`` inputs.  The bound holds in exact arithmetic for ``x`` in the box.
     """
 
-    def __init__(self, box, kids, emulate, exact, lo, hi, err, *, heads=0, layers=0,
+    def __init__(self, box, kids, emulate, exact, *, lo, hi, err, heads=0, layers=0,
                  beta=0.0, anchors=0, label=""):
         self._box, self._kids = box, tuple(kids)
         self._emulate, self._exact = emulate, exact
@@ -211,7 +211,7 @@ def variables(lo, hi):
     box = _Box(lo, hi)
     return tuple(
         Expr(box, (), (lambda _v, x, i=i: x[:, i]), (lambda _v, x, i=i: x[:, i]),
-             box.lo[i], box.hi[i], 0.0, label=f"x{i}")
+             lo=box.lo[i], hi=box.hi[i], err=0.0, label=f"x{i}")
         for i in range(box.d))
 
 
@@ -219,7 +219,8 @@ def constant(c, like: Expr) -> Expr:
     """The number ``c`` on the box of ``like`` (bound 0)."""
     c = _number(c, "c")
     return Expr(_expr(like, "like")._box, (), lambda _v, x: jnp.full(x.shape[:1], c, x.dtype),
-                lambda _v, x: jnp.full(x.shape[:1], c, x.dtype), c, c, 0.0, label=f"{c:g}")
+                lambda _v, x: jnp.full(x.shape[:1], c, x.dtype), lo=c, hi=c, err=0.0,
+                label=f"{c:g}")
 
 
 def affine(terms, c0: float = 0.0) -> Expr:
@@ -249,7 +250,7 @@ def affine(terms, c0: float = 0.0) -> Expr:
             out = out + a * v
         return out
 
-    return Expr(box, kids, comb, comb, lo, hi, err, label="affine")
+    return Expr(box, kids, comb, comb, lo=lo, hi=hi, err=err, label="affine")
 
 
 def _unit(f):
@@ -276,8 +277,8 @@ def multiply(f: Expr, g: Expr, m: int = LEVELS, beta=None) -> Expr:
         u, v = (vals[0] - a) / sa, (vals[1] - b) / sb
         return a * b + a * sb * v + b * sa * u + sa * sb * A.multiply(u, v, m, beta)[0]
 
-    return Expr(box, (f, g), emulate, lambda vals, _x: vals[0] * vals[1], min(corners),
-                max(corners), err, heads=9 * int(m), layers=int(m), beta=beta_used,
+    return Expr(box, (f, g), emulate, lambda vals, _x: vals[0] * vals[1], lo=min(corners),
+                hi=max(corners), err=err, heads=9 * int(m), layers=int(m), beta=beta_used,
                 label="multiply")
 
 
@@ -295,8 +296,8 @@ def square(f: Expr, m: int = LEVELS, beta=None) -> Expr:
         u = (vals[0] - a) / s
         return a * a + 2.0 * a * s * u + s * s * A.square(u, m, beta)[0]
 
-    return Expr(f._box, (f,), emulate, lambda vals, _x: vals[0] ** 2, sq_lo,
-                _mag(lo, hi) ** 2, err, heads=3 * int(m), layers=int(m),
+    return Expr(f._box, (f,), emulate, lambda vals, _x: vals[0] ** 2, lo=sq_lo,
+                hi=_mag(lo, hi) ** 2, err=err, heads=3 * int(m), layers=int(m),
                 beta=A.beta_for_levels(m) if beta is None else float(beta), label="square")
 
 
@@ -339,7 +340,7 @@ def reciprocal(f: Expr, *, form: str = "pl", n: int = PIECES, beta=BETA, steps: 
         return sign * out / s
 
     return Expr(f._box, (f,), emulate, lambda vals, _x: 1.0 / vals[0],
-                min(sign / lo, sign / hi), max(sign / lo, sign / hi), err, heads=heads,
+                lo=min(sign / lo, sign / hi), hi=max(sign / lo, sign / hi), err=err, heads=heads,
                 layers=layers, beta=b_used, label=f"reciprocal-{form}")
 
 
@@ -369,7 +370,8 @@ def _extremum(fs, form, beta, largest: bool) -> Expr:
         x = jnp.stack(vals, axis=1)
         return x.max(1) if largest else x.min(1)
 
-    return Expr(box, fs, emulate, exact, lo, hi, own + max(f.bound for f in fs), heads=heads,
+    return Expr(box, fs, emulate, exact, lo=lo, hi=hi, err=own + max(f.bound for f in fs),
+                heads=heads,
                 layers=layers, beta=beta, label=("max-" if largest else "min-") + form)
 
 
@@ -393,8 +395,8 @@ def relu(f: Expr, beta=BETA) -> Expr:
     elo, ehi = f.emulated_range
     err = f.bound + float(A.relu_tail_bound(beta, max(elo, -ehi, 0.0)))
     return Expr(f._box, (f,), lambda vals, _x: A.relu(vals[0], beta),
-                lambda vals, _x: jnp.maximum(vals[0], 0.0), max(f.range[0], 0.0),
-                max(f.range[1], 0.0), err, heads=1, layers=1, beta=beta, label="relu")
+                lambda vals, _x: jnp.maximum(vals[0], 0.0), lo=max(f.range[0], 0.0),
+                hi=max(f.range[1], 0.0), err=err, heads=1, layers=1, beta=beta, label="relu")
 
 
 def clip(f: Expr, a: float, b: float, p: int, beta) -> Expr:
@@ -405,9 +407,9 @@ def clip(f: Expr, a: float, b: float, p: int, beta) -> Expr:
     if not (b > a) or int(p) < 2:
         raise ValueError(f"a, b, p: need a < b and p >= 2, got a={a}, b={b}, p={p}.")
     return Expr(f._box, (f,), lambda vals, _x: A.interpolation_head(vals[0], a, b, p, beta),
-                lambda vals, _x: jnp.clip(vals[0], a, b), min(max(f.range[0], a), b),
-                max(min(f.range[1], b), a), own + f.bound, heads=1, layers=1, beta=float(beta),
-                anchors=int(p), label="clip")
+                lambda vals, _x: jnp.clip(vals[0], a, b), lo=min(max(f.range[0], a), b),
+                hi=max(min(f.range[1], b), a), err=own + f.bound, heads=1, layers=1,
+                beta=float(beta), anchors=int(p), label="clip")
 
 
 def _interval(layers, lo, hi):
@@ -442,6 +444,6 @@ def network(layers, *fs: Expr, output: int = 0, eps=None, beta=None) -> Expr:
     o = int(output)
     r = net.resources
     return Expr(box, fs, lambda vals, _x: net(jnp.stack(vals, 1))[:, o],
-                lambda vals, _x: net.reference(jnp.stack(vals, 1))[:, o], lo[o], hi[o],
-                net.output_bounds[o] + prop[o], heads=r.heads, layers=r.layers,
+                lambda vals, _x: net.reference(jnp.stack(vals, 1))[:, o], lo=lo[o], hi=hi[o],
+                err=net.output_bounds[o] + prop[o], heads=r.heads, layers=r.layers,
                 beta=r.max_beta, label="network")

@@ -236,10 +236,10 @@ def test_composition_bad_inputs():
 def test_interpolation_head_affine_is_the_scalar_head_in_d3():
     rng = np.random.default_rng(3)
     w, x = jnp.asarray(rng.normal(size=3)), jnp.asarray(rng.uniform(-1, 1, (500, 3)))
-    out = A.interpolation_head_affine(x, w, 0.2, -1.0, 1.0, 17, 300.0)
+    out = A.interpolation_head_affine(x, w, 0.2, -1.0, 1.0, p=17, beta=300.0)
     y = x @ w + 0.2
     np.testing.assert_allclose(out, A.interpolation_head(y, -1.0, 1.0, 17, 300.0), atol=1e-12)
     assert float(jnp.abs(out - jnp.clip(y, -1, 1)).max()) <= A.interpolation_bound(-1, 1, 17,
                                                                                    300.0)
     with pytest.raises(ValueError, match="x, w: expected x of shape"):
-        A.interpolation_head_affine(x, w[:2], 0.0, -1.0, 1.0, 5, 10.0)
+        A.interpolation_head_affine(x, w[:2], 0.0, -1.0, 1.0, p=5, beta=10.0)

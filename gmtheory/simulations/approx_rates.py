@@ -249,7 +249,7 @@ def measure_interpolation_affine(values=None, *, d: int = 3, t: float = 0.3, key
     for p in values:
         h = 2.0 / (int(p) - 1)
         beta = 20.0 / h**2
-        out = A.interpolation_head_affine(x, w, t, -1.0, 1.0, int(p), beta)
+        out = A.interpolation_head_affine(x, w, t, -1.0, 1.0, p=int(p), beta=beta)
         rows.append((float(jnp.max(jnp.abs(out - jnp.clip(y, -1.0, 1.0)))),
                      A.interpolation_bound(-1.0, 1.0, int(p), beta),
                      float(jnp.max(jnp.abs(out - A.interpolation_head(y, -1.0, 1.0, int(p),
