@@ -177,7 +177,10 @@ def _row_rel(a, b):
     return list(np.max(np.abs(a - b), 1) / np.maximum(1.0, np.max(np.abs(b), 1)))
 
 
-_lemma_b1_rows = jax.jit(jax.vmap(lda.lemma_b1_output, (None, None, None, 0, None)))
+# lda.lemma_b1_output is looked up when traced, not bound here: a patched function (the
+# perturbation test, gmtheory/verify/mutation.py) must reach this program too
+_lemma_b1_rows = jax.jit(jax.vmap(lambda *a: lda.lemma_b1_output(*a),
+                                  (None, None, None, 0, None)))
 _tokens = jax.jit(lambda X, Y: jnp.concatenate([X, Y[:, None]], 1))
 
 
