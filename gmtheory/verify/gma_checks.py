@@ -137,9 +137,9 @@ def _explicit_responsibilities(params, z, h):
 @register_check(
     "gma.02-layer-forms",
     "The GMA layer's linear-time forms (bidirectional unfused and fused, causal chunked, "
-    "query and slot normalisation, with a padding mask) equal its O(N^2) definition with the "
-    "materialised affinity R_q R_k^T, and its responsibilities equal the Gaussian-mixture "
-    "posteriors written out from the densities, in float64.",
+    "query and slot normalisation, with a padding mask) and its public causal scan equal its "
+    "O(N^2) definition with the materialised affinity R_q R_k^T, and its responsibilities "
+    "equal the Gaussian-mixture posteriors written out from the densities, in float64.",
     "docs/topics/gma.md#gaussian-mixture-attention-gmtheorygma",
 )
 def check_layer_forms():
@@ -158,6 +158,14 @@ def check_layer_forms():
             m = np.asarray(mask)[..., None]
             err = max(err, float(np.max(np.abs(np.where(m, a - b, 0.0)))
                                  / max(1.0, float(np.max(np.abs(b))))))
+    # the public causal scan on the layer's routes, against prefix sums written as a
+    # lower-triangular affinity matrix
+    rq, rk, v = gma.routes(params, x, mask)
+    A = jnp.einsum("hbnk,hbmk->hbnm", rq, rk) * jnp.tril(jnp.ones((N, N)))
+    ref = (A @ v) / (A.sum(-1, keepdims=True) + 1e-6)
+    got = gma.causal_contraction(rq, rk, v, chunk=16)
+    err = max(err, float(np.max(np.abs(np.asarray(got - ref))))
+              / max(1.0, float(np.max(np.abs(np.asarray(ref))))))
     z = jax.random.normal(stream_key(SEED, "gma02-z"), (30, params.mu.shape[-1]), jnp.float64)
     err_r = max(float(np.max(np.abs(np.asarray(gma.responsibilities(params, z, h))
                                     - np.asarray(_explicit_responsibilities(params, z, h)))))

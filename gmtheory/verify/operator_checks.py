@@ -64,8 +64,8 @@ def check_prop21_mc():
 
 @register_check(
     "operator.01b-prop2.1-gauss-hermite",
-    "Prop. 2.1: the closed form (2) equals the ratio of Gauss-Hermite integrals of eq. (1) "
-    "(order 60, d=2, heteroscedastic mixture).",
+    "Prop. 2.1: the closed form (2) and its gates equal the ratios of Gauss-Hermite "
+    "integrals of eq. (1) (order 60, d=2, heteroscedastic mixture).",
     "docs/topics/operator.md#prop-21-softmax-gated-affine-experts",
 )
 def check_prop21_gh():
@@ -79,11 +79,25 @@ def check_prop21_gh():
             [jnp.ones((x.shape[0], 1)), x], axis=1)
         r = expect_mixture(f, mix, order=60)
         errs.append(V @ (r[1:] / r[0]))
+    # the gates of eq. (2): pi_k E_k[exp(u.x)] / sum_j pi_j E_j[exp(u.x)], each component's
+    # moment by its own Gauss-Hermite rule, against operators.attention_gates
+    comps = [GaussianMixture(jnp.ones(1), mix.means[k:k + 1], mix.covs[k:k + 1])
+             for k in range(mix.means.shape[0])]
+    gates = []
+    for q in z:
+        u = U @ q
+        mk = jnp.stack([expect_mixture(lambda x, u=u: jnp.exp(x @ u)[:, None], c, order=60)[0]
+                        for c in comps])
+        gates.append(mix.weights * mk / jnp.sum(mix.weights * mk))
     return Outcome(
         agreement(_rel(jnp.stack(errs), closed), 1e-10,
                   "integrand exp(u.x) x is entire; order-60 GH error is far below 1e-10, "
                   "float64 sums ~1e-14 (reference: <= 1e-10)",
                   name="relative error closed form vs Gauss-Hermite"),
+        agreement(_rel(jnp.stack(gates), attention_gates(mix, U, z)), 1e-10,
+                  "gates from per-component GH moments of exp(u.x) (entire integrand, order "
+                  "60) against the closed-form softmax of eq. (2): the same tolerance",
+                  name="gates: closed form vs Gauss-Hermite"),
     )
 
 
