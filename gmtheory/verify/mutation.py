@@ -7,6 +7,9 @@ wrapped the same way), and the checks that call the function are run.  The pertu
 is *caught* when at least one of them returns FAIL: not PASS, not FINDING (an ERROR, a
 check that raised, is recorded separately and is not counted as caught).
 
+A proven bound (a function named ``*_bound``) is multiplied by ``1 - delta`` instead: a
+bound made larger is still a bound (:func:`signed_delta`).
+
 ``delta`` walks the ladder :data:`LADDER` (1e-6, 1e-3, 1e-1): first 1e-3, which every
 check of a float64 computation claims to resolve (their tolerances are 1e-6 or finer);
 when it is not caught, 1e-1 (above the few-percent tolerances of the Monte Carlo and
@@ -51,7 +54,7 @@ import time
 from pathlib import Path
 
 __all__ = ["MODULES", "LADDER", "UNCHECKED", "public_functions", "perturb", "patch", "restore",
-           "call_map", "run_one", "run_pass", "RESULT_FILE"]
+           "call_map", "run_one", "run_pass", "signed_delta", "RESULT_FILE"]
 
 MODULES = ("operators", "lda", "denoising", "icl", "hermite", "approx", "gma")
 LADDER = (1e-6, 1e-3, 1e-1)
@@ -168,6 +171,13 @@ def perturb(out, delta: float, _tally: type[_Tally] = _Tally):
     return res
 
 
+def signed_delta(qualname: str, delta: float) -> float:
+    """``-delta`` for a proven bound (a function named ``*_bound``): a bound is wrong when
+    it is too small; one made larger is still a bound, only looser, and no check can
+    call that wrong.  ``delta`` for every other function."""
+    return -delta if qualname.endswith("_bound") else delta
+
+
 def _wrap(fn, delta: float, counter: dict | None, name: str = ""):
     @functools.wraps(fn)
     def wrapped(*args, **kwargs):
@@ -196,7 +206,7 @@ def patch(qualname: str, delta: float, counter: dict | None = None) -> int:
     m, name = qualname.split(".", 1)
     mod = importlib.import_module(f"gmtheory.{m}")
     orig = getattr(mod, name)
-    new = _wrap(orig, delta, counter, qualname)
+    new = _wrap(orig, signed_delta(qualname, delta), counter, qualname)
     n = 0
     for modname, module in list(sys.modules.items()):
         if not (modname == "gmtheory" or modname.startswith("gmtheory.")) or module is None:
@@ -302,7 +312,8 @@ def run_one(qualname: str, delta: float, check_ids: list[str]) -> dict:
         ran.append(row)
         if res.verdict == "FAIL":
             break
-    return {"function": qualname, "delta": delta, "references": refs,
+    return {"function": qualname, "delta": delta, "factor": 1.0 + signed_delta(qualname, delta),
+            "references": refs,
             "perturbed_calls": _Tally.perturbed, "untouched_calls": _Tally.untouched,
             "caught": any(r["verdict"] == "FAIL" for r in ran), "ran": ran}
 

@@ -232,6 +232,17 @@ def check_propA1():
         errs[name] = _rel(combo, direct)
         rerrs[name] = _rel(r, r_direct)
     # r >= 0 and sum_k r_k = 1 hold by construction (r is a softmax): not tested
+    # the two scores themselves: attention with them (weighted_attention, log-sum-exp)
+    # against softmax attention's own estimator and against RBF weights from scipy's
+    # pairwise distances, on the first component's tokens
+    import scipy.spatial
+
+    x = np.asarray(comps[0])
+    sm, _ = weighted_attention(softmax_score(U), x, jnp.ones(x.shape[0]), z)
+    sm_ref = softmax_attention(x, U, jnp.eye(x.shape[1]), z)
+    kern = np.exp(-scipy.spatial.distance.cdist(np.asarray(z), x, "sqeuclidean") / (2 * 1.3**2))
+    rbf, _ = weighted_attention(rbf_score(1.3), x, jnp.ones(x.shape[0]), z)
+    score_err = max(_rel(sm, sm_ref), _rel(rbf, (kern @ x) / kern.sum(1, keepdims=True)))
     why = "linearity of the integral; float64 sums over 1000 tokens"
     return Outcome(
         agreement(errs["rbf"], 1e-12, why, name="RBF: sum_k r_k T[mu_k] vs pooled"),
@@ -239,7 +250,12 @@ def check_propA1():
         agreement(max(rerrs.values()), 1e-12,
                   "r_k from per-component log-normalisers vs summed pooled weights: float64 "
                   "sums over 1000 tokens", name="r_k vs pooled weight shares"),
-        details={**errs, "r_error": rerrs})
+        agreement(score_err, 1e-12, "the identity above holds for any positive alignment, "
+                  "so it cannot tell a wrong score: attention with softmax_score vs "
+                  "softmax_attention's own estimator, and with rbf_score vs exp(-|z - x|^2 / "
+                  "2h^2) from scipy's distances; float64 sums over the tokens",
+                  name="scores: weighted attention vs independent weights"),
+        details={**errs, "r_error": rerrs, "score_error": score_err})
 
 
 @register_check(
