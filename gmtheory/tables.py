@@ -147,9 +147,10 @@ def mutation_report(path=None) -> list[str]:
     lines = [
         "## Perturbation test", "",
         f"Generated from `{path.as_posix()}` (`python -m gmtheory.verify.mutation map`, then "
-        f"`run`; git {prov.get('git') or 'unknown'}): the output of each public function "
-        "of the theory modules (" + ", ".join(f"`{m}`" for m in data.get("modules", []))
-        + ") is multiplied by 1 + delta, one function at a time, in a fresh interpreter, "
+        f"`run`; call map at git {prov.get('git') or 'unknown'}): the output of each public "
+        "function of the theory modules (" + ", ".join(f"`{m}`" for m in data.get("modules", []))
+        + ") is multiplied by 1 + delta (a proven bound, `*_bound`, by 1 - delta: a larger "
+        "bound is still a bound), one function at a time, in a fresh interpreter, "
         "and the checks that call it (measured by a counted run of every check) run until "
         "one FAILs. delta = 1e-3 first, 1e-1 when 1e-3 is not caught. A FINDING or an "
         "ERROR does not count as caught.", "",

@@ -73,6 +73,9 @@ def test_perturb_reaches_every_float_leaf():
 
 def test_patch_replaces_every_alias():
     import gmtheory.operators as ops
+    from gmtheory.verify import all_checks
+
+    all_checks()  # registered in the registry's order (docs/checks.md lists them so)
     from gmtheory.verify import lda_checks
 
     orig = ops.softmax_attention_limit
