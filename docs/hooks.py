@@ -21,7 +21,7 @@ def _generated_pages() -> dict[str, str]:
     from gmtheory import tables
 
     timings = tables.simulation_timings(ROOT / tables.MEASURED)
-    return {"figures.md": tables.figures_index(png_prefix="figures/"),
+    return {"figures.md": tables.figures_index(png_prefix="figures/", report_link="report.md"),
             "simulations.md": tables.simulations_index(timings)}
 
 

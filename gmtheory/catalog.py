@@ -553,6 +553,15 @@ RESULTS: tuple[Result, ...] = (
            _no("the check runs the layer itself on sampled prompts; nothing is trained "
                "for this statement"),
            ()),
+    Result("gma-layer-forms", "GMA docs/topics/gma.md#gaussian-mixture-attention-gmtheorygma",
+           "GMA layer forms",
+           "The linear-time forms of the GMA layer (fused, chunked, causal, masked) equal its "
+           "O(N²) definition R_q R_kᵀ V, and its routes are Gaussian-mixture posteriors.",
+           _no("a reordering of finite sums; no symbolic step to check"),
+           _f("gmtheory.gma.naive_attention", "gmtheory.gma.responsibilities"),
+           _f("gma.02-layer-forms"),
+           _no("an identity of the layer's code paths; nothing is trained for it"),
+           ()),
 )
 
 NOT_LISTED = (

@@ -35,8 +35,9 @@ def _setup():
 
 
 def cmd_verify(args) -> int:
-    from .verify import format_table, run_checks, select_checks, write_json
+    from .verify import format_table, run_checks, select_checks, set_results_dir, write_json
 
+    set_results_dir(args.results)   # the checks that share a figure's run read it there
     results = run_checks(select_checks(args.only), progress=not args.no_progress)
     print(format_table(results, verbose=args.verbose))
     for r in results:
@@ -165,8 +166,16 @@ def cmd_reproduce(args) -> int:
     from .figures import all_figures, figure_summary, get_figure, make_figure
     from .profiling import compile_stats
     from .tables import checks_report
-    from .verify import format_table, run_checks, select_checks, summary_line, write_json
+    from .verify import (
+        format_table,
+        run_checks,
+        select_checks,
+        set_results_dir,
+        summary_line,
+        write_json,
+    )
 
+    set_results_dir(args.results)   # --serial: the checks read the figures' runs there
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -254,7 +263,8 @@ def _start_checks(args, out: Path):
     ``out/checks.json`` and ``out/verify.log``."""
     import subprocess
 
-    argv = ["verify", "--no-progress", "--json", str(out / "checks.json")]
+    argv = ["verify", "--no-progress", "--json", str(out / "checks.json"),
+            "--results", str(args.results)]
     if args.checks:
         argv += ["--only", args.checks]
     (out / "checks.json").unlink(missing_ok=True)
@@ -404,6 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", metavar="PATH", help="also write results as JSON")
     sp.add_argument("--verbose", "-v", action="store_true",
                     help="print every comparison of every check under its row")
+    sp.add_argument("--results", default=RESULTS,
+                    help="simulation cache folder, shared with `gmtheory figures`: a check "
+                         f"that tests a figure's run reads it there (default {RESULTS}/)")
     common(sp)
     sp.set_defaults(func=cmd_verify)
 

@@ -46,7 +46,10 @@ CHECKS_INTRO = (
     "are pinned in `tests/expected_findings.json`), and FAIL otherwise: two of our "
     "computations disagreeing is always a FAIL. `gmtheory verify` exits 0 on PASS and "
     "FINDING. The verdicts and every comparison of a real run are in the "
-    "[report](report.md).\n\n")
+    "[report](report.md), and so is the perturbation test (`pytest -m mutation`, "
+    "gmtheory/verify/mutation.py): the output of each public theory function, made wrong "
+    "by a factor 1 + delta, must turn a check FAIL; the functions no check catches are "
+    "listed there with the reason.\n\n")
 
 REPORT_JSON = Path("docs/measured/checks.json")
 
@@ -113,7 +116,64 @@ def report_page(path=REPORT_JSON) -> str:
         "figures, to `reproduce-out/report.md`. Claims and references of every check: "
         "[the checks page](checks.md).", "",
         "## Checks", "", *checks_report(results, links=True), "",
+        *mutation_report(), "",
         "## Provenance", "", "```json", json.dumps(prov, indent=2), "```", ""])
+
+
+MUTATION_JSON = MEASURED / "mutation.json"
+
+
+def mutation_report(path=None) -> list[str]:
+    """The perturbation test's section of ``docs/report.md``, from the committed result of
+    ``python -m gmtheory.verify.mutation`` (:mod:`gmtheory.verify.mutation`): for each
+    public function of the theory modules, the checks that call it, the smallest relative
+    error of its output that turns a check FAIL, and the unchecked functions with why."""
+    from .verify.mutation import UNCHECKED
+
+    path = Path(path or MUTATION_JSON)
+    if not path.exists():
+        return ["## Perturbation test", "", f"No `{path.as_posix()}` yet: run "
+                "`python -m gmtheory.verify.mutation map` and `... run`.", ""]
+    data = json.loads(path.read_text())
+    funcs = data.get("functions", {})
+    status = {}
+    for q, e in funcs.items():
+        status.setdefault(e.get("status", "pending"), []).append(q)
+    caught = status.get("caught", [])
+    by_res = {}
+    for q in caught:
+        by_res.setdefault(funcs[q]["resolution"], []).append(q)
+    prov = data.get("provenance", {})
+    lines = [
+        "## Perturbation test", "",
+        f"Generated from `{path.as_posix()}` (`python -m gmtheory.verify.mutation map`, then "
+        f"`run`; call map at git {prov.get('git') or 'unknown'}): the output of each public "
+        "function of the theory modules (" + ", ".join(f"`{m}`" for m in data.get("modules", []))
+        + ") is multiplied by 1 + delta (a proven bound, `*_bound`, by 1 - delta: a larger "
+        "bound is still a bound), one function at a time, in a fresh interpreter, "
+        "and the checks that call it (measured by a counted run of every check) run until "
+        "one FAILs. delta = 1e-3 first, 1e-1 when 1e-3 is not caught. A FINDING or an "
+        "ERROR does not count as caught.", "",
+        f"{len(funcs)} functions: {len(caught)} caught ("
+        + ", ".join(f"{len(v)} at delta = {k:g}" for k, v in sorted(by_res.items()))
+        + f"), {len(status.get('unchecked', []))} unchecked, "
+        f"{len(status.get('not-called', []))} called by no check, "
+        f"{len(status.get('pending', []))} not yet run.", "",
+        "| function | status | smallest delta caught | caught by | checks calling it |",
+        "|---|---|---|---|---|"]
+    for q in sorted(funcs):
+        e = funcs[q]
+        res = e.get("resolution")
+        by = f"`{e['caught_by']}`: {_cell(e.get('comparison', ''))}" if e.get("caught_by") else ""
+        lines.append(f"| `{q}` | {e.get('status', 'pending')} | "
+                     f"{'' if res is None else f'{res:g}'} | {by} | {len(e.get('checks', []))} |")
+    un = sorted(q for q in funcs if funcs[q].get("status") in ("unchecked", "not-called"))
+    if un:
+        lines += ["", "### Unchecked functions", "",
+                  "No check FAILs when the output of these functions is off by 10 %:", "",
+                  "| function | why |", "|---|---|"]
+        lines += [f"| `{q}` | {_cell(UNCHECKED.get(q, 'no reason recorded'))} |" for q in un]
+    return lines
 
 
 def reference_links(text) -> str:
@@ -147,9 +207,24 @@ def checks_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def figures_index(png_prefix: str = "") -> str:
-    """Every registered figure with its caption, command, simulation and backing checks."""
+def figures_index(png_prefix: str = "", report_link: str = "../docs/report.md") -> str:
+    """Every registered figure with its caption, command, simulation and backing checks
+    (with their verdicts in the committed ``checks.json``, linked to ``report_link``)."""
     from .figures import all_figures, get_figure
+    from .verify import EXPERIMENTS, all_checks
+
+    all_checks()
+    verdicts = {}
+    if REPORT_JSON.exists():
+        verdicts = {r["id"]: r["verdict"]
+                    for r in json.loads(REPORT_JSON.read_text())["checks"]}
+
+    def check(c, f):
+        v = verdicts.get(c)
+        note = [f"{v} in the [report]({report_link})"] if v else []
+        if EXPERIMENTS.get(c) == f.simulation:
+            note.append("tests this figure's own cached run")
+        return f"`{c}`" + (f" ({'; '.join(note)})" if note else "")
 
     out = ["# Figures", "",
            "Every figure of `gmtheory figures` (generated from the figure registry). Redraw one "
@@ -157,7 +232,7 @@ def figures_index(png_prefix: str = "") -> str:
            "(quick profile).", ""]
     for name in all_figures():
         f = get_figure(name)
-        checks = ", ".join(f"`{c}`" for c in f.checks) or "none (illustration)"
+        checks = ", ".join(check(c, f) for c in f.checks) or "none (illustration)"
         out += [f"## {name}", "", f"![{name}]({png_prefix}{name}.png)", "",
                 f"*{_cell(f.caption)}*", "",
                 f"* command: `gmtheory figures {name}` (paper profile: "

@@ -20,6 +20,41 @@ CHECK_IDS = [pytest.param(c.id, marks=pytest.mark.xdist_group("sympy"))
              if c.id.startswith(SYMPY) else c.id for c in select_checks(None)]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _fresh_results(tmp_path_factory):
+    """The checks that read a figure's run compute it here, cold, as CI does."""
+    from gmtheory.verify import results_dir, set_results_dir
+
+    old = results_dir()
+    set_results_dir(tmp_path_factory.mktemp("results"))
+    yield
+    set_results_dir(old)
+
+
+def test_checks_read_their_figures_run():
+    """A check that tests a figure's experiment reads the figure's cached result: the same
+    simulation, profile and config, hence the same cache key (one run, two consumers)."""
+    import inspect
+
+    from gmtheory.figures._base import FIGURES, load_all
+    from gmtheory.simulations import result_stem
+    from gmtheory.verify import CHECKS, EXPERIMENTS, experiment_stem, results_dir
+
+    load_all()
+    assert EXPERIMENTS, "no check declares the experiment it shares with a figure"
+    for cid, sim in EXPERIMENTS.items():
+        figs = [f for f in FIGURES.values() if cid in f.checks]
+        assert figs, f"{cid} reads {sim!r}, but no figure lists it in checks="
+        for f in figs:
+            assert f.simulation == sim, (cid, f.name, f.simulation, sim)
+            # make_figure / gmtheory figures: run_simulation(f.simulation, "quick", ...)
+            assert experiment_stem(cid) == result_stem(f.simulation, "quick",
+                                                       results_dir=results_dir())
+        src = inspect.getsource(CHECKS[cid].fn)
+        assert f"experiment({cid!r})" in src.replace('"', "'"), (
+            f"{cid} declares experiment={sim!r} but does not read it with experiment()")
+
+
 def test_expected_findings_are_pinned_paper_claims():
     ids = {c.id for c in select_checks(None)}
     for cid, entry in EXPECTED.items():

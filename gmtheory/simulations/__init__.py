@@ -19,6 +19,7 @@ from ._base import (
     profile_path,
     read_config_file,
     register,
+    result_stem,
     run_simulation,
 )
 
@@ -45,4 +46,4 @@ def load_all() -> None:
 
 __all__ = ["SIMULATIONS", "SimConfig", "Simulation", "assemble_grid", "get_simulation", "grid",
            "load_all", "last_run_stats", "load_profile", "make_config", "parse_overrides",
-           "profile_path", "read_config_file", "register", "run_simulation"]
+           "profile_path", "read_config_file", "register", "result_stem", "run_simulation"]

@@ -51,8 +51,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 __all__ = ["Simulation", "SimConfig", "register", "get_simulation", "SIMULATIONS",
-           "run_simulation", "parse_overrides", "make_config", "last_run_stats", "profiles_dir",
-           "profile_path", "load_profile", "read_config_file", "grid", "assemble_grid"]
+           "run_simulation", "result_stem", "parse_overrides", "make_config", "last_run_stats",
+           "profiles_dir", "profile_path", "load_profile", "read_config_file", "grid",
+           "assemble_grid"]
 
 SIMULATIONS: dict[str, Simulation] = {}
 PROFILES = ("quick", "paper")
@@ -357,6 +358,23 @@ def _compute_point(sim, cfg, point, i, base_key, pstem, pkey, fp, force):
     return arrays
 
 
+def result_stem(name: str, profile: str = "quick", overrides: dict | None = None, *,
+                results_dir: str | Path = "simulations/results") -> tuple[Path, str]:
+    """``(stem, key)`` of the cached result of ``name`` at ``profile`` with ``overrides``:
+    where :func:`run_simulation` reads and writes it.  The key holds the config, the
+    environment that changes the numbers (jax/jaxlib, x64, XLA_FLAGS) and the identity of
+    any data read from disk; the source is checked separately by its fingerprint."""
+    sim = get_simulation(name)
+    return _stem_key(sim, make_config(sim, profile, overrides), profile, results_dir)[:2]
+
+
+def _stem_key(sim, cfg, profile, results_dir):
+    env = environment_identity()
+    data = sim.data(cfg) if sim.data is not None else None
+    key = config_key(sim.name, cfg, env, data)
+    return Path(results_dir) / sim.name / f"{profile}-{key}", key, env, data
+
+
 def run_simulation(
     name: str,
     profile: str = "quick",
@@ -386,12 +404,7 @@ def run_simulation(
     cfg = make_config(sim, profile, overrides)
     _LAST_STATS.clear()
     fp = sim.fingerprint()
-    # the key: the config, the environment that changes the numbers (jax/jaxlib, x64,
-    # XLA_FLAGS) and the identity of any data read from disk; the source is the fingerprint
-    env = environment_identity()
-    data = sim.data(cfg) if sim.data is not None else None
-    key = config_key(sim.name, cfg, env, data)
-    stem = Path(results_dir) / sim.name / f"{profile}-{key}"
+    stem, key, env, data = _stem_key(sim, cfg, profile, results_dir)
     if not force:
         hit = load_result(stem, key, fp, reuse_stale=reuse_stale)
         if hit is not None:

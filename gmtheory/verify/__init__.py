@@ -7,6 +7,7 @@ is PASS, FINDING or FAIL (see :mod:`gmtheory.verify._registry`).
 
 from ._registry import (
     CHECKS,
+    EXPERIMENTS,
     KINDS,
     Check,
     CheckResult,
@@ -15,18 +16,23 @@ from ._registry import (
     agreement,
     all_checks,
     count,
+    experiment,
+    experiment_stem,
     format_table,
     lower_bound,
     read_json,
     register_check,
     rel_error,
+    results_dir,
     run_checks,
     select_checks,
+    set_results_dir,
     summary_line,
     upper_bound,
     write_json,
 )
 
-__all__ = ["CHECKS", "KINDS", "Check", "CheckResult", "Comparison", "Outcome", "agreement",
+__all__ = ["CHECKS", "EXPERIMENTS", "experiment", "experiment_stem", "results_dir",
+           "set_results_dir", "KINDS", "Check", "CheckResult", "Comparison", "Outcome", "agreement",
            "all_checks", "count", "format_table", "lower_bound", "read_json", "register_check",
            "rel_error", "run_checks", "select_checks", "summary_line", "upper_bound", "write_json"]

@@ -30,6 +30,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+import os
 import time
 import traceback
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 __all__ = ["Check", "Outcome", "Comparison", "CheckResult", "register_check", "CHECKS",
+           "EXPERIMENTS", "experiment", "experiment_stem", "results_dir", "set_results_dir",
            "all_checks", "summary_line", "run_checks", "select_checks", "format_table",
            "agreement", "upper_bound", "lower_bound", "count", "KINDS", "rel_error",
            "write_json", "read_json"]
@@ -94,17 +96,63 @@ class CheckResult:
 
 CHECKS: dict[str, Check] = {}
 
+# check id -> the simulation whose cached result it reads (:func:`experiment`): the one
+# that the check's figures draw, at their profile and config
+EXPERIMENTS: dict[str, str] = {}
+EXPERIMENT_PROFILE = "quick"     # the profile `gmtheory figures` and `reproduce` draw
+_RESULTS = [os.environ.get("GMTHEORY_RESULTS", "simulations/results")]
 
-def register_check(id: str, claim: str, reference: str):
-    """Decorator registering ``fn() -> Outcome`` as check ``id``."""
+
+def register_check(id: str, claim: str, reference: str, *, experiment: str | None = None):
+    """Decorator registering ``fn() -> Outcome`` as check ``id``; ``experiment`` names the
+    simulation whose cached result the check reads with :func:`experiment`."""
 
     def deco(fn):
         if id in CHECKS:
             raise ValueError(f"check id {id!r} registered twice")
         CHECKS[id] = Check(id, claim, reference, fn)
+        if experiment is not None:
+            EXPERIMENTS[id] = experiment
         return fn
 
     return deco
+
+
+def results_dir() -> str:
+    """The simulation cache folder that :func:`experiment` reads: ``GMTHEORY_RESULTS`` or
+    ``simulations/results`` (the default of ``gmtheory figures``); ``gmtheory verify
+    --results`` sets it."""
+    return _RESULTS[0]
+
+
+def set_results_dir(path) -> None:
+    """Read and write the checks' experiments in ``path`` (see :func:`results_dir`)."""
+    _RESULTS[0] = str(path)
+
+
+def experiment_stem(check_id: str):
+    """``(stem, key)`` of the cached result that check ``check_id`` reads: the figures'
+    (same simulation, profile and config; :func:`gmtheory.simulations.result_stem`)."""
+    from ..simulations import result_stem
+
+    if check_id not in EXPERIMENTS:
+        raise ValueError(f"check_id: {check_id!r} declares no experiment; pass "
+                         "experiment=NAME to register_check.")
+    return result_stem(EXPERIMENTS[check_id], EXPERIMENT_PROFILE, results_dir=results_dir())
+
+
+def experiment(check_id: str) -> dict:
+    """The arrays of the simulation that check ``check_id`` shares with its figures: the
+    cached result the figure draws (computed here, once, if no one has yet): one run, two
+    consumers."""
+    from ..simulations import run_simulation
+
+    if check_id not in EXPERIMENTS:
+        raise ValueError(f"check_id: {check_id!r} declares no experiment; pass "
+                         "experiment=NAME to register_check.")
+    arrays, _, _ = run_simulation(EXPERIMENTS[check_id], EXPERIMENT_PROFILE,
+                                  results_dir=results_dir(), progress=False)
+    return arrays
 
 
 def _load_all():

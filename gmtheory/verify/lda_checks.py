@@ -18,6 +18,7 @@ over points of the same shape is one jitted ``vmap``.
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import jax
@@ -35,7 +36,15 @@ from ..problems import stream_key
 from ..quadrature import gauss_hermite_rule
 from ..simulations import lda_sims
 from ..training import minimize_lbfgs, train
-from ._registry import Outcome, agreement, count, lower_bound, register_check, upper_bound
+from ._registry import (
+    Outcome,
+    agreement,
+    count,
+    experiment,
+    lower_bound,
+    register_check,
+    upper_bound,
+)
 from ._registry import rel_error as _rel
 
 SEED = 20261204
@@ -168,7 +177,10 @@ def _row_rel(a, b):
     return list(np.max(np.abs(a - b), 1) / np.maximum(1.0, np.max(np.abs(b), 1)))
 
 
-_lemma_b1_rows = jax.jit(jax.vmap(lda.lemma_b1_output, (None, None, None, 0, None)))
+# lda.lemma_b1_output is looked up when traced, not bound here: a patched function (the
+# perturbation test, gmtheory/verify/mutation.py) must reach this program too
+_lemma_b1_rows = jax.jit(jax.vmap(lambda *a: lda.lemma_b1_output(*a),
+                                  (None, None, None, 0, None)))
 _tokens = jax.jit(lambda X, Y: jnp.concatenate([X, Y[:, None]], 1))
 
 
@@ -1184,52 +1196,59 @@ _FIG4_NOTE = (
 
 @register_check(
     "lda.23-figures4-5-sgd",
-    "Figures 4/5 (quick form: C2, SGD step 1e-2, batch 256, 3000 steps, 6 seeds per start): "
-    "every run from the Fig. 5 start is within eps of R* after T steps (tail-averaged "
-    "excess, eps = SGD noise floor + 3 sd); every Fig. 5 run gets there before every Fig. 4 "
-    "run (the fraction of Fig. 4 runs there at T is reported, not compared).",
+    "Figures 4/5 (the figures' own run, simulation lda-sgd at the quick profile: C2, SGD "
+    "step 1e-2, batch 256, 6000 steps, 8 seeds per start): every run from the Fig. 5 start "
+    "is within eps of R* after T steps (tail-averaged excess, eps = SGD noise floor + 3 sd); "
+    "every Fig. 5 run gets there before every Fig. 4 run, and the median Fig. 4 run takes "
+    "at least ten times as long (the fraction of Fig. 4 runs there at T is reported, not "
+    "compared).",
     "docs/topics/lda.md#figures-4-and-5-sgd-on-c2",
+    experiment="lda-sgd",
 )
 def check_23():
-    prob = lda.config("C2")
-    Rs = float(lda.bayes_risk(prob))
-    seeds, steps, batch, lr, every, order = 6, 3000, 256, 1e-2, 20, 40
-    key = stream_key(SEED, "c23")
-    iters = every * np.arange(1, steps // every + 1)
+    a = experiment("lda.23-figures4-5-sgd")     # the run that figures fig4 and fig5 draw
+    Rs, iters = float(a["R_star"]), np.asarray(a["iters"])
+    seeds, steps = a["fig5_risk"].shape[0], int(iters[-1])
     out, det = {}, {}
-    for i, init in enumerate(("gaussian", "fig5")):
-        r = lda_sims.sgd_runs(prob, init, jax.random.fold_in(key, i), seeds=seeds, steps=steps,
-                              batch=batch, lr=lr, eval_every=every, order=order)
-        floor, sd = lda.sgd_noise_floor(prob, r["theta"], lr, batch, order, batched=True)
+    for init in ("gaussian", "fig5"):
+        risk, floor, sd = a[f"{init}_risk"], a[f"{init}_floor"], a[f"{init}_floor_sd"]
         eps = lda_sims.sgd_epsilon(floor, sd)
-        tail = lda_sims.tail_excess(r["risk"], Rs)
-        t_in = lda_sims.time_within(iters, r["risk"], Rs, eps)
-        out[init] = {"within": tail <= eps, "t": t_in, "risk0": r["risk0"],
-                     "z_floor": np.abs(tail - floor) / sd}
+        tail = lda_sims.tail_excess(risk, Rs)
+        t_in = lda_sims.time_within(iters, risk, Rs, eps)
+        out[init] = {"within": tail <= eps, "t": t_in, "z_floor": np.abs(tail - floor) / sd}
         det[init] = {"tail_excess": tail, "noise_floor": floor, "noise_floor_sd": sd,
                      "eps": eps, "first_step_within_eps": t_in,
-                     "final_PK_v21": r["PK_v21"][:, -1], "final_v21": r["v21"][:, -1]}
+                     "final_PK_v21": a[f"{init}_PK_v21"][:, -1],
+                     "final_v21": a[f"{init}_v21"][:, -1]}
     t5, t4 = out["fig5"]["t"], out["gaussian"]["t"]
     first = int(np.sum(t5[:, None] < t4[None, :]))           # Mann-Whitney U
     n4 = int(out["gaussian"]["within"].sum())
-    det.update({"seeds": seeds, "steps": steps, "batch": batch, "lr": lr, "eval_every": every,
-                "tail_fraction": lda_sims.TAIL_FRACTION, "R_star": Rs,
-                "fig4_fraction_within_eps": n4 / seeds, "fig4_fraction_note": _FIG4_NOTE})
+    # a Fig. 4 run never within eps by T took longer than T: its time is censored at T,
+    # which can only lower the median ratio
+    ratio = float(np.median(np.minimum(t4, steps)) / np.median(t5))
+    det.update({"seeds": seeds, "steps": steps, "tail_fraction": lda_sims.TAIL_FRACTION,
+                "R_star": Rs, "fig4_fraction_within_eps": n4 / seeds,
+                "median_time_ratio_fig4_over_fig5": ratio, "fig4_fraction_note": _FIG4_NOTE,
+                "risk0_fig5": a["fig5_risk0"]})
+    pairs = int(seeds * seeds)
     return Outcome(
         count(int(out["fig5"]["within"].sum()), seeds, "reference: from the Fig. 5 start the "
               "risk drops to a small excess. eps = stationary excess of constant-step SGD at "
               "the run's end + 3 sd (linearised SGD, lda.sgd_noise_floor): a run at its noise "
               "floor exceeds it with probability well under 1 %; the excess is averaged over "
               "the last 20 % of the evaluations", name="Fig. 5 runs within eps at T"),
-        count(first, seeds * seeds, "reference: the Fig. 5 start gets there faster. Every "
+        count(first, pairs, "reference: the Fig. 5 start gets there faster. Every "
               "(Fig. 5, Fig. 4) pair has the Fig. 5 run within eps first (Mann-Whitney U = "
-              "n^2; by chance with probability 1 / C(2n, n) = 1/924 for n = 6)",
+              f"n^2; by chance with probability 1 / C(2n, n) = 1/{math.comb(2 * seeds, seeds)} "
+              f"for n = {seeds})",
               name="pairs where the Fig. 5 run is within eps first"),
+        lower_bound(ratio, 10.0, "reference: from the all-Gaussian start progress is 'much "
+                    "slower'; 'much' read as an order of magnitude, fixed before the run: "
+                    "median first time within eps, Fig. 4 over Fig. 5 (a Fig. 4 run not there "
+                    "at T counts as T, which only lowers the ratio)",
+                    name="median time to eps, Fig. 4 / Fig. 5"),
         upper_bound(float(np.max(out["fig5"]["z_floor"])), 3.0, "the Fig. 5 runs sit at the "
                     "noise floor that linearised SGD predicts: the tail average estimates the "
                     "stationary mean and fluctuates less than one sample (sd)",
                     name="Fig. 5: max |tail excess - noise floor| / sd"),
-        agreement(float(np.max(np.abs(out["fig5"]["risk0"] - np.log(2)))), 1e-12, "the Fig. 5 "
-                  "start has w = b = r = s = 0, so R = log 2 exactly (GH round-off)",
-                  name="|R(Fig. 5 start) - log 2|"),
         details=det)
