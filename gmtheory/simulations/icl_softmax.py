@@ -155,6 +155,7 @@ def _assemble(cfg, points, res):
     out = {k: np.stack([r[k] for r in res]) for k in res[0]}   # (d, alpha[, seed])
     alpha_eff = out["ell"] / np.array(cfg.ds)[:, None]
     out.update(ds=np.array(cfg.ds), alphas=np.array(cfg.alphas, float), alpha_eff=alpha_eff,
+               rho=np.asarray(cfg.rho),
                lu_theory=np.vectorize(lambda a: icl.limit_large(a, cfg.rho))(alpha_eff),
                soft_dinf=np.vectorize(
                    lambda a: S.softmax_head_optimum(a, cfg.rho)["error"])(alpha_eff))

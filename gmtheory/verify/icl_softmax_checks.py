@@ -15,7 +15,7 @@ from ..mixture import GaussianMixture
 from ..operators import softmax_attention_limit
 from ..problems import stream_key
 from ..stats import bonferroni_t
-from ._registry import Outcome, agreement, register_check, upper_bound
+from ._registry import Outcome, agreement, experiment, register_check, upper_bound
 
 SEED = 20261204
 SIMULATION = "icl-softmax"
@@ -68,13 +68,11 @@ def _limit_comparison():
     "length l/e as d -> inf), which Monte Carlo confirms and trained heads reach but do not "
     "beat; trained linear attention reaches its exact finite-d optimum.",
     "docs/topics/icl.md#softmax-attention-on-the-regression-task",
+    experiment=SIMULATION,
 )
 def check_softmax_regression():
-    from ..simulations import run_simulation
-
-    a, meta, _ = run_simulation(SIMULATION, "quick", progress=False)
-    cfg = meta["config"]
-    rho = float(cfg["rho"])
+    a = experiment("icl.09-softmax-regression")      # the run the icl-softmax figure draws
+    rho = float(a["rho"])
     ds, alphas = a["ds"], a["alphas"]
     m = len(ds) * len(alphas)
     t = bonferroni_t(m, 10**6)      # n_eval prompts per SE: normal quantiles
