@@ -67,7 +67,6 @@ _FINITE_PROMPT = ("used only by the lda-finite-prompt simulation and its figure,
                   "check reads yet; tests/test_lda.py tests it")
 UNCHECKED: dict[str, str] = {
     "approx.max_network": _APPROX,
-    "approx.min_one_head": _APPROX + " (min x = -max(-x): the max forms are checked)",
     "approx.min_relu_tree": _APPROX + " (min x = -max(-x): the max forms are checked)",
     "lda.prompt_predictor": _FINITE_PROMPT,
     "lda.linear_attention_optimum": _FINITE_PROMPT + "; gmtheory explore uses it too",
