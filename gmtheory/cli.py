@@ -258,10 +258,30 @@ def cmd_reproduce(args) -> int:
     return 0 if n_ok == len(results) else 1
 
 
+def _checks_then_simulations(argv: list, sims: list, results: str) -> int:
+    """The second process of ``reproduce``: ``gmtheory verify``, then, while the first
+    process is still drawing figures, the figures' quick simulations from the end of the
+    list.  Each point is claimed before it is computed (:func:`gmtheory.simulations.
+    run_simulation`), so the two processes meet in the middle and nothing is computed
+    twice; a simulation that fails here is left to the figure, which reports it."""
+    rc = main(argv)
+    from .simulations import run_simulation
+
+    for name in sims:
+        try:
+            run_simulation(name, "quick", results_dir=results, progress=False)
+        except Exception as e:  # noqa: BLE001 (the figure process recomputes and raises)
+            print(f"precompute {name}: {type(e).__name__}: {e}", flush=True)
+    return rc
+
+
 def _start_checks(args, out: Path):
     """``gmtheory verify`` on the same checks in a second process, writing
-    ``out/checks.json`` and ``out/verify.log``."""
+    ``out/checks.json`` and ``out/verify.log``; then that process computes the figures'
+    simulations from the last figure backwards (:func:`_checks_then_simulations`)."""
     import subprocess
+
+    from .figures import all_figures, get_figure
 
     argv = ["verify", "--no-progress", "--json", str(out / "checks.json"),
             "--results", str(args.results)]
@@ -269,9 +289,10 @@ def _start_checks(args, out: Path):
         argv += ["--only", args.checks]
     (out / "checks.json").unlink(missing_ok=True)
     log = open(out / "verify.log", "w")  # noqa: SIM115 (closed in _finish_checks)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", f"from gmtheory.cli import main; raise SystemExit(main({argv!r}))"],
-        stdout=log, stderr=subprocess.STDOUT)
+    sims = list(dict.fromkeys(get_figure(n).simulation for n in reversed(all_figures())))
+    code = ("from gmtheory.cli import _checks_then_simulations as f; "
+            f"raise SystemExit(f({argv!r}, {sims!r}, {str(args.results)!r}))")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT)
     proc.log = log
     return proc
 
