@@ -192,9 +192,14 @@ def cmd_reproduce(args) -> int:
         print(f"== checks: running in a second process (log: {out / 'verify.log'}) ==")
     try:
         print("\n== derivations ==")
-        from .derivations import write_all
+        if verify_proc is not None and not args.checks:
+            # a full run: the checks' process writes them after its checks, whose sympy
+            # checks have already derived most of them (keeps ~30 s off this process)
+            print(f"written by the checks' process into {out / 'derivations'}/")
+        else:
+            from .derivations import write_all
 
-        print(f"wrote {write_all(out / 'derivations')}/")
+            print(f"wrote {write_all(out / 'derivations')}/")
         print("\n== figures (profile: quick) ==")
         figs, fig_compiles = [], {}
         t_figs = time.perf_counter()
@@ -217,6 +222,9 @@ def cmd_reproduce(args) -> int:
         raise
     if verify_proc is not None:
         results = _finish_checks(verify_proc, out)
+        if not args.checks and not (out / "derivations" / "README.md").exists():
+            raise RuntimeError(f"the checks' process wrote no derivations into "
+                               f"{out / 'derivations'}; its output is in {out / 'verify.log'}.")
         print("\n== checks ==")
         print(format_table(results))
     _write_timings(out / "timings.json", args.results,
@@ -258,13 +266,19 @@ def cmd_reproduce(args) -> int:
     return 0 if n_ok == len(results) else 1
 
 
-def _checks_then_simulations(argv: list, sims: list, results: str) -> int:
-    """The second process of ``reproduce``: ``gmtheory verify``, then, while the first
-    process is still drawing figures, the figures' quick simulations from the end of the
-    list.  Each point is claimed before it is computed (:func:`gmtheory.simulations.
-    run_simulation`), so the two processes meet in the middle and nothing is computed
-    twice; a simulation that fails here is left to the figure, which reports it."""
+def _checks_then_simulations(argv: list, sims: list, results: str,
+                             derivations: str | None = None) -> int:
+    """The second process of ``reproduce``: ``gmtheory verify``, the sympy derivations
+    into ``derivations`` (if given), then, while the first process is still drawing
+    figures, the figures' quick simulations from the end of the list.  Each point is
+    claimed before it is computed (:func:`gmtheory.simulations.run_simulation`), so the two
+    processes meet in the middle and nothing is computed twice; a simulation that fails
+    here is left to the figure, which reports it."""
     rc = main(argv)
+    if derivations is not None:
+        from .derivations import write_all
+
+        print(f"wrote {write_all(derivations)}/", flush=True)
     from .simulations import run_simulation
 
     for name in sims:
@@ -290,8 +304,9 @@ def _start_checks(args, out: Path):
     (out / "checks.json").unlink(missing_ok=True)
     log = open(out / "verify.log", "w")  # noqa: SIM115 (closed in _finish_checks)
     sims = list(dict.fromkeys(get_figure(n).simulation for n in reversed(all_figures())))
+    deriv = None if args.checks else str(out / "derivations")
     code = ("from gmtheory.cli import _checks_then_simulations as f; "
-            f"raise SystemExit(f({argv!r}, {sims!r}, {str(args.results)!r}))")
+            f"raise SystemExit(f({argv!r}, {sims!r}, {str(args.results)!r}, {deriv!r}))")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT)
     proc.log = log
     return proc
