@@ -261,6 +261,10 @@ def clear_programs() -> None:
     _programs.cache_clear()
 
 
+def _strong(x):
+    return jnp.asarray(x, dtype=x.dtype) if getattr(x, "weak_type", False) else x
+
+
 def _no_metrics(p, d):
     return {}
 
@@ -333,7 +337,10 @@ def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, 
         batched_data, has_key)
     n_models = jax.tree.leaves(params)[0].shape[0] if batched else None
 
-    opt_state = init(params)
+    # strongly typed leaves: a weak-typed leaf (a Python float in an initialiser) comes back
+    # strong from the first block, and the changed input type would compile the block again
+    params = jax.tree.map(_strong, params)
+    opt_state = jax.tree.map(_strong, init(params))
     initial = {k: np.asarray(v) for k, v in init_metrics(params, data).items()}
 
     path = _scoped_checkpoint() if checkpoint is None else (checkpoint or None)

@@ -103,6 +103,33 @@ def test_batched_equals_separate_runs():
         np.testing.assert_allclose(rb.params["w"][i], ri.params["w"], rtol=1e-12)
 
 
+def test_a_weak_typed_parameter_compiles_the_block_once():
+    # a Python float in an initialiser makes a weak-typed leaf; the first block returns it
+    # strong, and without canonicalising the inputs the second block compiled again
+    def loss(p, _data, k):
+        return jnp.sum((p["w"] - 1.0) ** 2) + p["e"] ** 2
+
+    compiles = []
+    with jax.log_compiles(True):
+        import logging
+
+        class _H(logging.Handler):
+            def emit(self, record):
+                if "one_block" in record.getMessage() and "Compiling" in record.getMessage():
+                    compiles.append(record)
+
+        h = _H()
+        logging.getLogger("jax").addHandler(h)
+        try:
+            training.clear_programs()
+            training.train(loss, {"w": jnp.zeros(3), "e": jnp.asarray(0.5) * 1.0},
+                           optax.adam(0.01), steps=40, record_every=10, block_records=1,
+                           progress=False)
+        finally:
+            logging.getLogger("jax").removeHandler(h)
+    assert len(compiles) == 1
+
+
 def test_population_gd_is_plain_gradient_descent():
     """The paper's protocol: analytic gradient, optax.sgd, no sampling."""
     A = jnp.array([[2.0, 0.3], [0.3, 1.0]])

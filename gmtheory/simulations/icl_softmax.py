@@ -43,9 +43,9 @@ class ICLSoftmaxConfig(SimConfig):
     alphas: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
     rho: float = 0.1
     seeds: int = 2
-    steps: int = 1500
+    steps: int = 1000
     batch: int = 64
-    lr: float = 0.01
+    lr: float = 0.02
     n_eval: int = 4096
 
 
