@@ -562,6 +562,18 @@ RESULTS: tuple[Result, ...] = (
            _f("gma.02-layer-forms"),
            _no("an identity of the layer's code paths; nothing is trained for it"),
            ()),
+    Result("gma-softmax-limit",
+           "GMA docs/topics/gma.md#gma-against-softmax-attention-on-the-same-mixture",
+           "GMA vs Prop. 2.1",
+           "With components equal to an isotropic, equal-weight, equal-norm mixture, GMA's "
+           "infinite-prompt limit is Prop. 2.1's softmax limit (U = I/σ², V = W_vᵀ) less the "
+           "tilt W_vᵀ q; with the prompt's means moved (case B), it is not.",
+           _no("two lines of algebra in the docs: equal gates, tilted means m_c + q"),
+           _f("gmtheory.operators.softmax_attention_limit", "gmtheory.gma_analysis.prompt_limit",
+              "gmtheory.gma_analysis.limit_moments"),
+           _f("gma.03-softmax-limit"),
+           _no("both sides are limits; nothing is trained for this statement"),
+           ()),
 )
 
 NOT_LISTED = (

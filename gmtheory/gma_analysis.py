@@ -37,7 +37,8 @@ from .mixture import GaussianMixture
 from .quadrature import expect_mixture, monte_carlo
 
 __all__ = ["head_features", "limit_moments", "limit_moments_mc", "prompt_limit",
-           "limit_variance", "finite_prompt_outputs", "usage_entropy", "token_entropy",
+           "limit_variance", "finite_prompt_outputs", "PROMPT_FORMS", "usage_entropy",
+           "token_entropy",
            "dead_fraction", "byte_categories", "BYTE_CATEGORIES",
            "normalised_mutual_information", "contingency", "responsibility_report"]
 
@@ -135,19 +136,32 @@ def limit_variance(params: gma.GMAParams, queries, mixture: GaussianMixture, mom
                           component=token_map is not None)
 
 
-def finite_prompt_outputs(params: gma.GMAParams, prompts, queries, length=None):
+#: the forms of :func:`gmtheory.gma.gma_attention` that :func:`finite_prompt_outputs` runs
+PROMPT_FORMS = ("unfused", "fused", "causal")
+
+
+def finite_prompt_outputs(params: gma.GMAParams, prompts, queries, length=None, *,
+                          form: str = "unfused"):
     """GMA outputs at ``queries`` ``(n, d_model)`` reading finite prompts ``prompts``
-    ``(reps, L, d_model)``: the layer (:func:`gmtheory.gma.gma_attention`, bidirectional)
-    on ``[prompt; queries]`` with the queries masked out as keys (and, with ``length``,
+    ``(reps, L, d_model)``: the layer (:func:`gmtheory.gma.gma_attention`) on
+    ``[prompt; queries]`` with the queries masked out as keys (and, with ``length``,
     the prompt tokens from ``length`` on: one compiled program serves every length).
+    ``form``: ``"unfused"`` or ``"fused"`` bidirectional, or ``"causal"`` (chunked
+    prefix scan, fused past :data:`gmtheory.gma.FUSED_MIN_N` tokens; every query comes
+    after the whole prompt, so it reads the same keys).
     Returns ``(reps, n, d_model)``."""
+    if form not in PROMPT_FORMS:
+        raise ValueError(f"form: must be one of {PROMPT_FORMS}, got {form!r}.")
     reps, L, _ = prompts.shape
     n = queries.shape[0]
     x = jnp.concatenate([prompts, jnp.broadcast_to(queries, (reps,) + queries.shape)], 1)
     pos = jnp.arange(L + n)
     keep = pos < (L if length is None else jnp.minimum(length, L))
     mask = jnp.broadcast_to(keep, (reps, L + n))
-    return gma.gma_attention(params, x, mask=mask, fused=False)[:, L:]
+    causal = form == "causal"
+    return gma.gma_attention(params, x, mask=mask, causal=causal,
+                             fused=None if causal else form == "fused",
+                             chunk=64 if causal else None)[:, L:]
 
 
 # ---------------------------------------------------------------- responsibility stats

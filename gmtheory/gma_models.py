@@ -8,10 +8,13 @@ every position; the task's loss pools or picks positions).  Mixers:
 * ``"linear"`` — elu+1 kernel attention (Katharopoulos et al.);
 * ``"performer"`` — FAVOR+ positive orthogonal random features (Choromanski et al.),
   ``features`` per head, drawn once at initialisation and not trained;
-* ``"gma"`` — :func:`gmtheory.gma.gma_attention` (K Gaussian components per head).
+* ``"gma"`` — :func:`gmtheory.gma.gma_attention` (K Gaussian components per head);
+* ``"ssm"`` — :func:`gmtheory.ssm.ssm_mixer`, a selective state-space mixer (Mamba-style:
+  input-dependent ``dt``, ``B``, ``C``, a parallel scan; ``state`` dimensions per channel).
 
 Every mixer runs causally (``causal=True``: prefix sums in a chunked scan for the kernel
-mixers, a causal mask for softmax) or bidirectionally, and takes a padding mask.
+mixers, a causal mask for softmax, a forward scan for the SSM) or bidirectionally (the SSM
+adds a backward scan), and takes a padding mask.
 
 Why Equinox: a model *is* a pytree of arrays (an ``eqx.Module`` with its configuration in
 static fields), so it goes straight into :func:`gmtheory.training.train` as ``params`` —
@@ -35,13 +38,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import gma
+from . import gma, ssm
 
 __all__ = ["ModelConfig", "Model", "MIXERS", "build", "param_count", "matched_configs",
            "decay_mask", "trainable_mask", "make_optimizer", "favor_features", "favor_map",
            "mixer_outputs"]
 
-MIXERS = ("softmax", "linear", "performer", "gma")
+MIXERS = ("softmax", "linear", "performer", "gma", "ssm")
 EPS = 1e-6
 
 
@@ -63,6 +66,7 @@ class ModelConfig:
     features: int = 32        # FAVOR+ random features per head
     chunk: int = 64           # causal chunk of the kernel mixers
     tau0: float = 1.0         # GMA temperature tau0 * sqrt(d_r)
+    state: int = 16           # SSM state dimensions per channel
 
     def __post_init__(self):
         if self.mixer not in MIXERS:
@@ -73,7 +77,7 @@ class ModelConfig:
         if (self.vocab > 0) == (self.d_in > 0):
             raise ValueError("vocab, d_in: give exactly one of them (tokens or vectors).")
         for name in ("d_model", "depth", "heads", "mlp_hidden", "n_out", "K", "features",
-                     "chunk"):
+                     "chunk", "state"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name}: must be a positive integer, got "
                                  f"{getattr(self, name)}.")
@@ -113,16 +117,20 @@ class Mixer(eqx.Module):
     Wo: jax.Array | None
     omega: jax.Array | None       # FAVOR+ projections (frozen)
     gma: gma.GMAParams | None
+    ssm: ssm.SSMParams | None
 
     def __init__(self, cfg: ModelConfig, key, dtype=jnp.float32):
         d, H = cfg.d_model, cfg.heads
         self.kind, self.causal, self.heads, self.chunk = cfg.mixer, cfg.causal, H, cfg.chunk
         k1, k2, k3 = jax.random.split(key, 3)
-        if cfg.mixer == "gma":
+        self.gma = self.ssm = None
+        if cfg.mixer in ("gma", "ssm"):
             self.Wqkv = self.Wo = self.omega = None
-            self.gma = gma.init(k1, d, heads=H, K=cfg.K, tau0=cfg.tau0, dtype=dtype)
+            if cfg.mixer == "gma":
+                self.gma = gma.init(k1, d, heads=H, K=cfg.K, tau0=cfg.tau0, dtype=dtype)
+            else:
+                self.ssm = ssm.init(k1, d, n=cfg.state, dtype=dtype)
             return
-        self.gma = None
         self.Wqkv = _normal(k1, (d, 3 * d), 1 / math.sqrt(d), dtype)
         self.Wo = _normal(k2, (d, d), 1 / math.sqrt(d), dtype)
         self.omega = (favor_features(k3, H, cfg.features, d // H, dtype)
@@ -132,6 +140,8 @@ class Mixer(eqx.Module):
         if self.kind == "gma":
             return gma.gma_attention(self.gma, x, causal=self.causal,
                                      chunk=min(self.chunk, x.shape[1]), mask=mask)
+        if self.kind == "ssm":
+            return ssm.ssm_mixer(self.ssm, x, causal=self.causal, mask=mask)
         B, N, d = x.shape
         H = self.heads
         dh = d // H
@@ -304,9 +314,12 @@ def trainable_mask(model):
 
 def decay_mask(model):
     """Weight decay on trainable weight matrices only: not on biases, LayerNorm gains,
-    GMA's mixture parameters (means, scales, weights, temperature) or frozen arrays."""
+    GMA's mixture parameters (means, scales, weights, temperature), the SSM's ``A_log``
+    (as in Mamba) or frozen arrays."""
     def rule(path, a):
         names = [getattr(p, "name", None) for p in path]
+        if "ssm" in names and "A_log" in names:
+            return False
         if "omega" in names or "gma" in names and not any(n in ("Wq", "Wk", "Wv", "Wo")
                                                             for n in names):
             return False

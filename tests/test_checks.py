@@ -16,8 +16,21 @@ EXPECTED = json.loads(EXPECTED_FILE.read_text())["findings"]
 # checks that derive with sympy join the derivation tests on one xdist worker (the
 # derivations are computed once per process; tests/test_derivations.py)
 SYMPY = ("hermite.01", "denoising.28")
-CHECK_IDS = [pytest.param(c.id, marks=pytest.mark.xdist_group("sympy"))
-             if c.id.startswith(SYMPY) else c.id for c in select_checks(None)]
+
+
+def _group(cid):
+    """sympy checks on the derivations' worker; checks that read one figure's run on one
+    worker, which computes that run once (each worker has its own results folder)"""
+    from gmtheory.verify import EXPERIMENTS
+
+    if cid.startswith(SYMPY):
+        return "sympy"
+    sim = EXPERIMENTS.get(cid)
+    return sim if sim is not None and list(EXPERIMENTS.values()).count(sim) > 1 else None
+
+
+CHECK_IDS = [pytest.param(c.id, marks=pytest.mark.xdist_group(g)) if (g := _group(c.id))
+             else c.id for c in select_checks(None)]
 
 
 @pytest.fixture(scope="module", autouse=True)

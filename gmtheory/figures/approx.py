@@ -98,6 +98,9 @@ register_figure(Figure(
              "fitted slope matches the bound's exponent: −1 in β, −1 in p, −log 4 per level, "
              "−2 in n. Newton: bound from the perturbed recursion R_{k+1} = R_k² + δ."),
     draw=draw_rates,
+    checks=("approx.relu-two-key-head", "approx.interpolation-head", "approx.max-one-head",
+            "approx.max-relu-tree", "approx.square-yarotsky", "approx.multiply",
+            "approx.reciprocal-pl", "approx.reciprocal-newton"),
 ))
 
 register_figure(Figure(

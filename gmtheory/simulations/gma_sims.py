@@ -183,7 +183,7 @@ class GMAModelConfig(SimConfig):
     sequences, AdamW peaking at ``lr``: :func:`gmtheory.gma_models.make_optimizer`)."""
 
     seeds: int = 3
-    mixers: tuple[str, ...] = GM.MIXERS
+    mixers: tuple[str, ...] = ("softmax", "linear", "performer", "gma")  # "ssm" in paper
     d_model: int = 32
     depth: int = 1
     heads: int = 2

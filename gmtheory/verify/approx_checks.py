@@ -19,12 +19,11 @@ from ..simulations.approx_compiled import COMPILED_NETS, box_points, random_relu
 from ..simulations.approx_rates import (
     MAX_N,
     SHIFTED,
-    measure,
     measure_composed,
     measure_interpolation_affine,
 )
 from ..stats import fit_loglog, fit_semilog
-from ._registry import Outcome, agreement, lower_bound, register_check, upper_bound
+from ._registry import Outcome, agreement, experiment, lower_bound, register_check, upper_bound
 
 ROUND = 1e-12  # float64 slack on bounds that are attained exactly
 REL = 1e-9     # relative slack on the same
@@ -69,8 +68,17 @@ def _details(r, fit, expected):
             "max_beta": r["max_beta"]}
 
 
-def _loglog(target, expected, tol, why):
-    r = measure(target)
+RATES = "approx-rates"      # the simulation the approx-rates figure draws
+RATE_KEYS = ("resource", "measured", "bound", "heads", "layers", "max_beta")
+
+
+def _target(run, target):
+    """One target's rows of the approx-rates run (``gmtheory.simulations.approx_rates``)."""
+    return {k: np.asarray(run[f"{target}/{k}"]) for k in RATE_KEYS}
+
+
+def _loglog(run, target, expected, tol, why):
+    r = _target(run, target)
     fit = fit_loglog(r["resource"], r["measured"])
     comps, extra = _composed(target)
     return Outcome(
@@ -82,8 +90,8 @@ def _loglog(target, expected, tol, why):
     )
 
 
-def _semilog(target, expected_per_level, tol, why):
-    r = measure(target)
+def _semilog(run, target, expected_per_level, tol, why):
+    r = _target(run, target)
     fit = fit_semilog(r["resource"], r["measured"])
     comps, extra = _composed(target)
     return Outcome(
@@ -101,9 +109,11 @@ def _semilog(target, expected_per_level, tol, why):
     "One softmax head over two keys gives t*sigma(beta t) with sup error exactly c/beta "
     "(c ~ 0.2785): measured <= bound and error slope -1 in beta.",
     "docs/topics/approx.md#relu-from-one-head-over-two-keys",
+    experiment=RATES,
 )
 def check_relu():
-    return _loglog("relu", -1.0, 0.01, "beta (grid includes the maximiser; exact c/beta)")
+    return _loglog(experiment("approx.relu-two-key-head"), "relu", -1.0, 0.01,
+                   "beta (grid includes the maximiser; exact c/beta)")
 
 
 @register_check(
@@ -112,9 +122,10 @@ def check_relu():
     "h + 2(b-a)q/(1-q), and its error decays like 1/p; so does the d = 3 head for "
     "clip(w^T x + t, -1, 1) on 20 000 random points plus corners.",
     "docs/topics/approx.md#interpolation-head",
+    experiment=RATES,
 )
 def check_interpolation():
-    r = measure("interpolation")
+    r = _target(experiment("approx.interpolation-head"), "interpolation")
     fit = fit_loglog(r["resource"] - 1, r["measured"])
     comps, extra = _composed("interpolation")
     aff = measure_interpolation_affine()  # the d > 1 head, d = 3
@@ -153,9 +164,10 @@ def check_interpolation():
     "One head over n = 8 scores: 0 <= max - sum softmax(beta x)_i x_i <= log(n)/beta on "
     "random and adversarial inputs, and the worst-case error decays like 1/beta.",
     "docs/topics/approx.md#max-and-min",
+    experiment=RATES,
 )
 def check_max_one_head():
-    return _loglog("max-one-head", -1.0, 0.1,
+    return _loglog(experiment("approx.max-one-head"), "max-one-head", -1.0, 0.1,
                    "beta (worst case over an adversarial family and random inputs)")
 
 
@@ -164,9 +176,11 @@ def check_max_one_head():
     "max over n = 8 inputs by a depth-3 tree of attention-ReLUs stays within 3c/beta, "
     "with error slope -1 in beta.",
     "docs/topics/approx.md#max-and-min",
+    experiment=RATES,
 )
 def check_max_tree():
-    return _loglog("max-relu-tree", -1.0, 0.1, "beta (4096 random inputs)")
+    return _loglog(experiment("approx.max-relu-tree"), "max-relu-tree", -1.0, 0.1,
+                   "beta (4096 uniform inputs and 4096 with differences O(1/beta))")
 
 
 @register_check(
@@ -174,9 +188,11 @@ def check_max_tree():
     "Yarotsky's sawtooth with m levels of attention-ReLU hats approximates x^2 on [0,1] "
     "within 4^-(m+1) + 8c/beta, and log error falls by log 4 per level.",
     "docs/topics/approx.md#multiplication-yarotsky",
+    experiment=RATES,
 )
 def check_square():
-    return _semilog("square", -math.log(4.0), 0.05, "level m (expected -log 4)")
+    return _semilog(experiment("approx.square-yarotsky"), "square", -math.log(4.0), 0.05,
+                    "level m (expected -log 4)")
 
 
 @register_check(
@@ -184,9 +200,11 @@ def check_square():
     "xy = 2 sq((x+y)/2) - sq(x)/2 - sq(y)/2 with attention squarings stays within 3x the "
     "squaring bound on [0,1]^2, and log error falls by about log 4 per level.",
     "docs/topics/approx.md#multiplication-yarotsky",
+    experiment=RATES,
 )
 def check_multiply():
-    return _semilog("multiply", -math.log(4.0), 0.15, "level m (expected -log 4)")
+    return _semilog(experiment("approx.multiply"), "multiply", -math.log(4.0), 0.15,
+                    "level m (expected -log 4)")
 
 
 @register_check(
@@ -194,9 +212,11 @@ def check_multiply():
     "1/x on [1/4, 1] by n attention-ReLUs (piecewise-linear interpolation) stays within "
     "(1-a)^2/(4a^3 n^2) + TV c/beta, with error slope -2 in n.",
     "docs/topics/approx.md#reciprocal-on-a-1",
+    experiment=RATES,
 )
 def check_reciprocal_pl():
-    return _loglog("reciprocal-pl", -2.0, 0.1, "n (beta = 1e9 makes the attention term negligible)")
+    return _loglog(experiment("approx.reciprocal-pl"), "reciprocal-pl", -2.0, 0.1,
+                   "n (beta = 1e9 makes the attention term negligible)")
 
 
 @register_check(
@@ -204,9 +224,10 @@ def check_reciprocal_pl():
     "Newton steps y <- y(2 - xy) built on attention multiplication (m = 10) stay within the "
     "perturbed-Newton bound R_k/a, R_{k+1} = R_k^2 + delta, at every step.",
     "docs/topics/approx.md#reciprocal-on-a-1",
+    experiment=RATES,
 )
 def check_reciprocal_newton():
-    r = measure("reciprocal-newton")
+    r = _target(experiment("approx.reciprocal-newton"), "reciprocal-newton")
     comps, extra = _composed("reciprocal-newton")
     return Outcome(_bound(r), *comps,
                    details={"steps": r["resource"], "measured": r["measured"],
