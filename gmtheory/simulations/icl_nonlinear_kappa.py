@@ -301,7 +301,8 @@ def _assemble(cfg, points, res):
     pairs = list(zip(cfg.alphas, cfg.taus, strict=True))
     out = {"ds": np.array(cfg.ds), "alphas": np.array(cfg.alphas), "taus": np.array(cfg.taus),
            "kappas": np.array(cfg.kappas), "trials": np.asarray(cfg.trials),
-           "kappa_ref": np.asarray(cfg.kappa_ref)}
+           "kappa_ref": np.asarray(cfg.kappa_ref), "fs": np.array(cfg.fs),
+           "rho": np.asarray(cfg.rho)}
     for which in ("nonlinear", "equivalent"):
         e1 = np.array([r[f"{which}_icl"] for r in res]).reshape(*shape, -1)
         e2 = np.array([r[f"{which}_idg"] for r in res]).reshape(*shape, -1)
