@@ -47,7 +47,7 @@ def box_points(rng, lo, hi, n: int):
 
 @dataclass(frozen=True)
 class ApproxCompiledConfig(SimConfig):
-    points: int = 4000
+    points: int = 20_000
     betas: tuple[float, ...] = (1e1, 1e2, 1e3, 1e4, 1e5, 1e6)
     eps: tuple[float, ...] = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5)
 
