@@ -114,7 +114,8 @@ def _fig1_assemble(cfg, points, res):
     out = {"iters": cfg.record_every * np.arange(cfg.steps // cfg.record_every + 1),
            "R_star": np.asarray(lda.bayes_risk(lda.config("C1"))),
            "fit_from": np.asarray(cfg.fit_from), "lr": np.asarray(cfg.lr),
-           "amp": np.asarray(cfg.amp), "noise": np.asarray(cfg.noise)}
+           "amp": np.asarray(cfg.amp), "noise": np.asarray(cfg.noise),
+           "order": np.asarray(cfg.order)}
     for p, r in zip(points, res, strict=True):
         for k, v in r.items():
             out[f"{p['start']}_{k}"] = v

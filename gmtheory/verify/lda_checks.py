@@ -901,7 +901,8 @@ def check_18():
 
 @register_check(
     "lda.19-figure1-convergence",
-    "Theorem 3.5 / Figure 1 (quick form): population GD on C1 from theta^(1) + a 1e-3 "
+    "Theorem 3.5 / Figure 1 (the figure's own run, simulation lda-fig1 at the quick "
+    "profile): population GD on C1 from theta^(1) + a 1e-3 "
     "perturbation along the slowest damped Hessian direction (+ N(0, 1e-12) noise) decays "
     "exponentially to Theta_1 (R^2 >= 0.99 over >= 3 decades, at the rate the Hessian "
     "predicts, increments summable); from theta^(2) + N(0, 1e-12) noise the component along "
@@ -910,41 +911,38 @@ def check_18():
     "along the flat directions of check 18.",
     "docs/topics/lda.md#thm-35-local-convergence; "
     "docs/topics/lda.md#figure-1-gradient-descent-near-the-two-bayes-manifolds",
+    experiment="lda-fig1",
 )
 def check_19():
+    a = experiment("lda.19-figure1-convergence")     # the run that figure fig1 draws
     prob = lda.config("C1")
-    lr, steps, every, order = 0.5, 1600, 10, 64
-    amp, noise, t_fit = 1e-3, 1e-6, 200
-    key = stream_key(SEED, "c19")
-    it = every * np.arange(1, steps // every + 1)
+    lr, order = float(a["lr"]), int(a["order"])
+    amp, noise, t_fit = float(a["amp"]), float(a["noise"]), float(a["fit_from"])
+    it = np.asarray(a["iters"])[1:]                  # iteration 0 (the start) is row 0
+    steps = int(it[-1])
     win = it >= t_fit
 
     def spectrum(th):
         ev, V = np.linalg.eigh(np.asarray(lda.hessian(prob, th, order, form="eta")))
         return ev, V, ev > 1e-9 * ev.max()
 
-    # theta^(1): start 1e-3 along the slowest damped direction, plus the paper's noise
+    # theta^(1): started 1e-3 along the slowest damped direction, plus the paper's noise
     th1 = lda.table3_start("theta1", prob)
     vec1, unr = lda.flatten(th1)
     ev1, V1, pos1 = spectrum(th1)
-    slow = V1[:, np.argmax(pos1)]                       # smallest positive eigenvalue
-    start1 = vec1 + amp * slow + noise * jax.random.normal(jax.random.fold_in(key, 1),
-                                                           vec1.shape)
-    thf1, tr1 = lda.gradient_descent(prob, unr(start1), lr, steps, record_every=every, order=order)
-    d1 = np.asarray(tr1["dist_E1"])
+    traj1 = np.asarray(a["theta1_theta"])[1:]
+    d1 = np.asarray(a["theta1_dist"])[1:]
     fit1 = stats.fit_semilog(it[win], d1[win])
     decades1 = -fit1.slope * (it[win][-1] - it[win][0]) / np.log(10)
-    evf, _, posf = spectrum(thf1)
+    evf, _, posf = spectrum(unr(jnp.asarray(traj1[-1])))
     rate_pred = -np.log1p(-lr * evf[posf].min())          # slowest mode at the limit point
-    inc = np.linalg.norm(np.diff(np.asarray(tr1["theta"]), axis=0), axis=1)
+    inc = np.linalg.norm(np.diff(traj1, axis=0), axis=1)
     fit_inc = stats.fit_semilog(it[1:][win[1:]], inc[win[1:]])
     # theta^(2): the paper's start; predicted plateau = the noise along ker grad^2 R
     th2 = lda.table3_start("theta2", prob)
     vec2, _ = lda.flatten(th2)
-    n2 = noise * jax.random.normal(jax.random.fold_in(key, 2), vec2.shape)
-    _, thf2_tr = lda.gradient_descent(prob, unr(vec2 + n2), lr, steps, record_every=every,
-                                      order=order)
-    d2 = np.asarray(thf2_tr["dist_E2"])
+    n2 = np.asarray(a["theta2_theta"])[0] - np.asarray(vec2)     # the run's start noise
+    d2 = np.asarray(a["theta2_dist"])[1:]
     ev2, V2, pos2 = spectrum(th2)
     ker = V2[:, ~pos2]
     plateau_pred = float(lda.dist_E2(prob, lda.phi(prob, unr(vec2 + ker @ (ker.T @ n2)))))
@@ -958,7 +956,7 @@ def check_19():
     lam2 = np.sort(ev2[pos2])
     r_slow2 = -np.log1p(-lr * lam2[0])
     r_next2 = -np.log1p(-lr * lam2[1]) if lam2.size > 1 else np.inf
-    traj2 = np.asarray(thf2_tr["theta"])
+    traj2 = np.asarray(a["theta2_theta"])[1:]
     v_slow2 = V2[:, pos2][:, np.argmin(ev2[pos2])]
     comp2 = np.abs((traj2 - traj2[-1]) @ v_slow2)
     c0 = abs(float((vec2 + n2 - traj2[-1]) @ v_slow2))
