@@ -74,43 +74,46 @@ def draw(a, meta):
     for j in range(len(a["alphas"]), 2):          # a sweep with a single (alpha, tau)
         axs[0, j].set_visible(False)
 
-    # (c): the transition point against rho' = rho_eff / c1^2
+    # (c): the transition point per target, split by (alpha, tau) so that no two series
+    # overlap: four slots per target (alpha x nonlinear / equivalent), the smaller d faint
+    # just left of the larger; theory (a function of rho' only) as a bar over its alpha's
+    # two slots
     ax = axs[0, 2]
-    marks = {0: ("o", "k"), 1: ("s", "white")}
-    for j, (al, tau) in enumerate(zip(a["alphas"], a["taus"], strict=True)):
-        c = _ALPHA_COLOURS[j]
-        ax.semilogx(a["rho_prime_grid"], a["half_theory_vs_rho_prime"][j], color=c, lw=1.8,
-                    label=f"theory, α = {al:g}, τ = {tau:g}")
-        for q in lin:
-            rp = a["hermite"][q][3] / a["hermite"][q][1] ** 2
-            for i in range(nd):
-                for w in (0, 1):
+    order = sorted(lin, key=lambda q: a["hermite"][q][3] / a["hermite"][q][1] ** 2)
+    for pos, q in enumerate(order):
+        for j in range(len(a["alphas"])):
+            c = _ALPHA_COLOURS[j]
+            base = pos + 0.42 * (j - 0.5)
+            ax.hlines(a["half_theory"][j][q], base - 0.17, base + 0.17, color=c, lw=2.2)
+            for w in (0, 1):
+                for i in range(nd):
                     k, se = a["half_sim"][i, j, q, w]
-                    x = rp * (1.0 + 0.05 * (2 * w - 1)) * (1.0 + 0.12 * (i - big))
-                    ax.errorbar([x], [k], yerr=[2 * se], fmt=marks[w][0], color=c, ms=5 if
-                                i == big else 3.5, mfc=c if w == 0 else "white", capsize=2,
-                                lw=1, alpha=1.0 if i == big else 0.45)
-    labels = {}
-    for q in lin:       # one label per cluster of nearby rho' (tanh and erf sit 15 % apart)
-        rp = a["hermite"][q][3] / a["hermite"][q][1] ** 2
-        near = [r for r in labels if abs(np.log(r / rp)) < 0.3]
-        key = near[0] if near else rp
-        labels[key] = labels.get(key, []) + [_NAMES[fs[q]]]
-    for rp, names in labels.items():
-        ax.annotate(", ".join(names), (rp, 0.04), xycoords=("data", "axes fraction"),
-                    ha="center", fontsize=8, color="0.3")
-    extra = [Line2D([], [], color="k", marker="o", ls="none", label=f"f(xᵀw) + ε, d = {ds[big]}"),
-             Line2D([], [], color="k", marker="s", mfc="white", ls="none",
-                    label=f"equivalent linear, d = {ds[big]}")]
+                    x = base + 0.1 * (2 * w - 1) - (0.035 if i != big else 0.0)
+                    ax.errorbar([x], [k], yerr=[2 * se], fmt="os"[w], color=c,
+                                ms=5 if i == big else 3.5, mfc=c if w == 0 else "white",
+                                capsize=2, lw=1, alpha=1.0 if i == big else 0.45)
+    ax.set_xticks(range(len(order)))
+    ax.set_xticklabels([f"{_NAMES[fs[q]]}\nρ' = {a['hermite'][q][3] / a['hermite'][q][1] ** 2:.2f}"
+                        for q in order], fontsize=8)
+    ax.set_xlim(-0.6, len(order) - 0.4)
+    extra = [Line2D([], [], color=_ALPHA_COLOURS[j], lw=2.2,
+                    label=f"theory (f only via ρ'), α = {al:g}, τ = {tau:g}")
+             for j, (al, tau) in enumerate(zip(a["alphas"], a["taus"], strict=True))]
+    extra += [Line2D([], [], color="k", marker="o", ls="none", label=f"f(xᵀw) + ε, d = {ds[big]}"),
+              Line2D([], [], color="k", marker="s", mfc="white", ls="none",
+                     label=f"equivalent linear, d = {ds[big]}")]
     if nd > 1:
         extra.append(Line2D([], [], color="k", marker="o", ms=3.5, alpha=0.45, ls="none",
-                            label=f"d = {ds[small]} (faint; shifted left)"))
-    h, _ = ax.get_legend_handles_labels()
-    ax.legend(handles=h + extra, fontsize=7.5, loc="upper right")
-    ax.set_xlabel("ρ' = ρ_eff / c₁²  (equivalent noise of the rescaled linear model)")
+                            label=f"d = {ds[small]} (faint, just left)"))
+    hs = np.asarray(a["half_sim"])[:, :, lin]                   # the targets drawn here
+    lo = np.nanmin(hs[..., 0] - 2 * hs[..., 1])
+    hi = max(np.nanmax(hs[..., 0] + 2 * hs[..., 1]),
+             float(np.nanmax(np.asarray(a["half_theory"])[:, lin])))
+    ax.set_ylim(lo - 0.45 * (hi - lo), hi + 0.05 * (hi - lo))     # room for the legend below
+    ax.legend(handles=extra, fontsize=7.5, loc="lower center", ncol=2)
+    ax.set_xlabel("target f (ordered by ρ' = ρ_eff / c₁², the rescaled model's noise)")
     ax.set_ylabel(f"κ½: g_task = ½ g_task(κ_ref = {float(a['kappa_ref']):g})")
-    ax.set_title("(c) transition point κ½ against ρ' (theory: f enters only via ρ')",
-                 fontsize=10)
+    ax.set_title("(c) transition point κ½ per target, split by α", fontsize=10)
 
     # (d), (e): c1 = 0 (|z|) across kappa
     if "abs" in fs:
@@ -208,8 +211,9 @@ register_figure(Figure(
              "theory at each simulated point's rounded k and n). Both kinds of point sit "
              "above the theory, most at small κ, where the pool has only κd tasks; there "
              "they come down from the smaller d (faint triangles) to the larger. (c) The κ "
-             "at which g_task falls to half its value at κ_ref: the theory is nearly flat in "
-             "ρ' = ρ_eff/c₁²; the simulated points, nonlinear and equivalent-linear alike, lie at "
+             "at which g_task falls to half its value at κ_ref, per target (ordered by ρ' = "
+             "ρ_eff/c₁²) and per α, side by side: the theory (bars) is nearly the same for "
+             "every target; the simulated points, nonlinear and equivalent-linear alike, lie at "
              "or below it, since the finite-d excess is largest at κ_ref. (d, e) With c₁ = 0 "
              "(|z|) both errors stay above m₂ at every κ, near m₂τ/(τ−1): nothing is learnt; "
              "a small positive g_task at small κ, shrinking with d, has no counterpart in "
