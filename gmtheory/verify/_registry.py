@@ -165,6 +165,8 @@ def _load_all():
         icl_nonlinear_checks,
         icl_softmax_checks,
         lda_checks,
+        lda_landscape_checks,
+        lda_trajectory_checks,
         operator_checks,
     )
 
