@@ -159,6 +159,7 @@ def _load_all():
     from . import (  # noqa: F401
         approx_checks,
         denoising_checks,
+        denoising_extended_checks,
         gma_checks,
         hermite_checks,
         icl_checks,
