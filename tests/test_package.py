@@ -92,11 +92,9 @@ def test_no_public_function_takes_more_than_five_positional_parameters():
 
 
 MAX_LINES = 600
-# Files that other branches of issue 30 own this round (the LDA checks become thin; approx
-# and lda_sims are reworked there): listed so that this test holds until they land.
-# Remove an entry once its file is split or its docstring gives the reason.
-BEING_SPLIT = {"approx.py",
-               "simulations/lda_sims.py"}
+# Files that another branch of issue 30 owns this round: listed so that this test holds
+# until it lands.  Remove an entry once its file is split or its docstring gives the reason.
+BEING_SPLIT: set[str] = set()
 
 
 def test_no_long_module_without_a_reason():
