@@ -234,15 +234,19 @@ def normalised_mutual_information(a, b, na: int | None = None, nb: int | None = 
     return 0.0 if ha == 0 or hb == 0 else mi / (0.5 * (ha + hb))
 
 
-def responsibility_report(params: gma.GMAParams, x, categories=None, n_categories=None):
+def responsibility_report(params: gma.GMAParams, x, categories=None, n_categories=None, *,
+                          key=None, shuffles: int = 4):
     """Statistics of one GMA layer's key responsibilities on inputs ``x`` ``(B, N, d)``
     (the normalised residual stream entering the layer): per head usage entropy, token
     entropy, dead fraction, mean usage ``(K,)``, and with ``categories`` ``(B, N)`` the NMI
-    of the argmax component with them and the ``(K, n_categories)`` contingency table."""
+    of the argmax component with them and the ``(K, n_categories)`` contingency table.
+    With ``key`` also ``nmi_shuffled``: the mean NMI of the argmax component with
+    ``shuffles`` random permutations of the categories (the chance level of the NMI for
+    these marginals)."""
     _, rk, _ = gma.routes(params, x)                         # (H, B, N, K)
     H, K = rk.shape[0], rk.shape[-1]
     out = {"usage_entropy": [], "token_entropy": [], "dead_fraction": [], "usage": [],
-           "nmi": [], "table": []}
+           "nmi": [], "table": [], "nmi_shuffled": []}
     for h in range(H):
         r = rk[h]
         out["usage_entropy"].append(usage_entropy(r))
@@ -254,4 +258,10 @@ def responsibility_report(params: gma.GMAParams, x, categories=None, n_categorie
             nc = n_categories or int(np.max(categories)) + 1
             out["nmi"].append(normalised_mutual_information(am, categories, K, nc))
             out["table"].append(contingency(am, categories, K, nc))
+            if key is not None:
+                flat = jnp.asarray(categories).ravel()
+                out["nmi_shuffled"].append(float(np.mean([normalised_mutual_information(
+                    am, np.asarray(jax.random.permutation(jax.random.fold_in(key, h * shuffles
+                                                                             + i), flat)),
+                    K, nc) for i in range(shuffles)])))
     return {k: np.asarray(v) for k, v in out.items() if len(v)}

@@ -142,7 +142,8 @@ def draw_responsibilities(a, meta):
     table = a["gma/resp_table"]                  # (seeds, heads, K, C)
     nmi = a["gma/resp_nmi"]                      # (seeds, heads)
     S, H, K = usage.shape
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [1, 1.2]})
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.0),
+                             gridspec_kw={"width_ratios": [1, 1.15, 1.15]})
     ax = axes[0]
     share = np.sort(usage * K, axis=-1)[..., ::-1]       # usage / uniform share, sorted
     mu, se = mean_se(share.reshape(S * H, K), axis=0)
@@ -159,28 +160,35 @@ def draw_responsibilities(a, meta):
     ax.set_title(f"component usage: usage entropy {ue:.2f}, per-token entropy {te:.2f}, "
                  f"dead {de:.0%}", fontsize=9)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
-    # heat map: P(category | argmax component), seed 0, head with the largest NMI
-    s, h = np.unravel_index(np.argmax(nmi), nmi.shape)
-    t = table[s, h]
-    rows = t.sum(1)
-    order = np.argsort(-rows)
-    keep = order[rows[order] > 0]
-    p = t[keep] / rows[keep, None]
-    ax = axes[1]
-    im = ax.imshow(p, aspect="auto", cmap="viridis", vmin=0, vmax=1)
+    # heat maps: P(category | argmax component) for the head with the largest NMI and for
+    # a typical one (the median NMI), with the NMI of shuffled categories as chance
+    chance = (float(np.mean(a["gma/resp_nmi_shuffled"])) if "gma/resp_nmi_shuffled" in a
+              else float("nan"))
+    flat = np.argsort(nmi.ravel())
+    best = np.unravel_index(flat[-1], nmi.shape)
+    typical = np.unravel_index(flat[(flat.size - 1) // 2], nmi.shape)
     counts = np.asarray(a["gma/resp_category_counts"], float)
-    ax.set_xticks(range(len(cats)))
     short = {"lowercase": "lower", "uppercase": "upper", "whitespace": "space",
              "punctuation": "punct."}
-    ax.set_xticklabels([f"{short.get(c, c)}\n{100 * n / counts.sum():.0f} %"
-                        for c, n in zip(cats, counts, strict=True)], fontsize=8)
-    ax.grid(False)
-    ax.set_yticks(range(len(keep)))
-    ax.set_yticklabels([f"c{k} ({int(rows[k])} tok)" for k in keep], fontsize=7)
-    ax.set_xlabel("byte category of the token (and its share of all validation bytes)")
-    ax.set_ylabel("argmax component (tokens it wins)")
-    ax.set_title(f"P(byte category | argmax component), seed {s}, head {h}: NMI {nmi[s, h]:.2f}"
-                 f" (mean over seeds and heads {float(np.mean(nmi)):.2f})", fontsize=9)
+    for ax, (s, h), which in ((axes[1], best, "best head"), (axes[2], typical,
+                                                              "typical head (median NMI)")):
+        t = table[s, h]
+        rows = t.sum(1)
+        order = np.argsort(-rows)
+        keep = order[rows[order] > 0]
+        im = ax.imshow(t[keep] / rows[keep, None], aspect="auto", cmap="viridis", vmin=0,
+                       vmax=1)
+        ax.set_xticks(range(len(cats)))
+        ax.set_xticklabels([f"{short.get(c, c)}\n{100 * n / counts.sum():.0f} %"
+                            for c, n in zip(cats, counts, strict=True)], fontsize=8)
+        ax.grid(False)
+        ax.set_yticks(range(len(keep)))
+        ax.set_yticklabels([f"c{k} ({int(rows[k])} tok)" for k in keep], fontsize=7)
+        ax.set_xlabel("byte category of the token (share of validation bytes)")
+        ax.set_ylabel("argmax component (tokens it wins)")
+        ax.set_title(f"{which}: seed {s}, head {h}, NMI {nmi[s, h]:.2f}\n(mean over seeds "
+                     f"and heads {float(np.mean(nmi)):.2f}; shuffled categories {chance:.3f})",
+                     fontsize=9)
     fig.colorbar(im, ax=ax, label="fraction of the component's tokens")
     fig.tight_layout()
     return fig
@@ -226,8 +234,10 @@ register_figure(Figure(
     simulation="gma-lm",
     caption=("Responsibilities of the first GMA layer of the byte LM on the validation "
              "windows. Left: mean responsibility of each component (ranked, × K so that 1 is "
-             "uniform use), mean ± SE over seeds and heads. Right: for the head with the "
-             "largest NMI, the byte categories of the tokens each component wins (rows sum "
-             "to 1); NMI between argmax component and byte category in the title."),
+             "uniform use), mean ± SE over seeds and heads. Middle and right: for the head with "
+             "the largest NMI and for a typical head (median NMI), the byte categories of "
+             "the tokens each component wins (rows sum to 1); in the titles the NMI between "
+             "argmax component and byte category, and as chance the NMI with the categories "
+             "shuffled (same marginals)."),
     draw=draw_responsibilities,
 ))

@@ -412,11 +412,12 @@ def _lm_point(cfg, point, key):
             "(finished points are kept) and report it with the jaxlib version "
             "(docs/topics/gma.md).")
     if mixer == "gma":
-        out.update(_lm_responsibilities(res.params, data["val_tokens"], cfg.seeds))
+        out.update(_lm_responsibilities(res.params, data["val_tokens"], cfg.seeds,
+                                        stream_key(cfg.seed, "gma-lm-nmi-shuffles")))
     return out
 
 
-def _lm_responsibilities(models, val_tokens, seeds):
+def _lm_responsibilities(models, val_tokens, seeds, key):
     """Responsibility report of the first GMA layer of each seed, on the validation
     windows (keys: the LayerNorm'd residual stream entering the layer; categories: the
     byte at each position)."""
@@ -426,7 +427,8 @@ def _lm_responsibilities(models, val_tokens, seeds):
     for s in range(seeds):
         m = _seed(models, s)
         z = m.blocks[0].ln1(GM.mixer_outputs(m, x)[0])
-        rep = responsibility_report(m.blocks[0].mixer.gma, z, cats, len(BYTE_CATEGORIES))
+        rep = responsibility_report(m.blocks[0].mixer.gma, z, cats, len(BYTE_CATEGORIES),
+                                    key=jax.random.fold_in(key, s))
         for k, v in rep.items():
             rows.setdefault(k, []).append(v)
     out = {f"resp_{k}": np.stack(v) for k, v in rows.items()}          # (seeds, heads, ...)
@@ -459,7 +461,9 @@ def _lm_summary(cfg, a):
                      f"{int(a[f'{m}/params'])}, {1e3 * float(a[f'{m}/sec_per_step']):.1f} "
                      f"ms/step (all seeds together)")
     if "gma/resp_usage_entropy" in a:
-        for k in ("usage_entropy", "token_entropy", "dead_fraction", "nmi"):
+        for k in ("usage_entropy", "token_entropy", "dead_fraction", "nmi", "nmi_shuffled"):
+            if f"gma/resp_{k}" not in a:
+                continue
             v = a[f"gma/resp_{k}"]                   # (seeds, heads)
             lines.append(f"gma layer 1 {k}: mean over heads and seeds {float(np.mean(v)):.3f}"
                          f" (per head: {np.round(np.mean(v, 0), 3).tolist()})")
