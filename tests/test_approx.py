@@ -243,3 +243,16 @@ def test_interpolation_head_affine_is_the_scalar_head_in_d3():
                                                                                    300.0)
     with pytest.raises(ValueError, match="x, w: expected x of shape"):
         A.interpolation_head_affine(x, w[:2], 0.0, -1.0, 1.0, p=5, beta=10.0)
+
+
+def test_a_broken_max_head_fails_its_check_instead_of_raising(monkeypatch):
+    """Issue 26: a wrong formula must turn verify red as a FAIL. Outputs above the max make
+    the errors negative; the gap check's slope fit would take their log and raise."""
+    import gmtheory.verify.approx_checks as AC
+    from gmtheory.verify import run_checks, select_checks
+
+    orig = AC.A.max_one_head
+    monkeypatch.setattr(AC.A, "max_one_head", lambda x, beta: orig(x, beta) * 1.01)
+    (res,) = run_checks([c for c in select_checks(None) if c.id == "approx.max-one-head-gap"],
+                        progress=False)
+    assert res.error is None and res.verdict == "FAIL"
