@@ -56,7 +56,7 @@ from pathlib import Path
 __all__ = ["MODULES", "LADDER", "UNCHECKED", "public_functions", "perturb", "patch", "restore",
            "call_map", "run_one", "run_pass", "signed_delta", "RESULT_FILE"]
 
-MODULES = ("operators", "lda", "denoising", "icl", "hermite", "approx", "gma")
+MODULES = ("operators", "lda", "denoising", "icl", "icl_softmax", "hermite", "approx", "gma")
 LADDER = (1e-6, 1e-3, 1e-1)
 RESULT_FILE = Path(__file__).resolve().parents[2] / "docs" / "measured" / "mutation.json"
 
@@ -65,6 +65,10 @@ _APPROX = ("approx_checks.py is extended by issue 28 (composition), which adds t
            "of the new constructions; tests/test_approx.py tests it meanwhile")
 _FINITE_PROMPT = ("used only by the lda-finite-prompt simulation and its figure, which no "
                   "check reads yet; tests/test_lda.py tests it")
+_ICL09 = ("not caught at 10 % (measured): icl.09 compares the isotropic head's Monte Carlo "
+          "error with the derived optimum within t SE plus the delta method's next order, "
+          "3 g^2 V e^t / l, which at l = 8..128 is as large as a 10 % change; a comparison "
+          "at longer prompts, where that allowance is small, is open (issue 29)")
 UNCHECKED: dict[str, str] = {
     "approx.max_network": _APPROX,
     "approx.min_relu_tree": _APPROX + " (min x = -max(-x): the max forms are checked)",
@@ -81,9 +85,6 @@ UNCHECKED: dict[str, str] = {
                                "beta they get"),
     "approx.interpolation_bound": _APPROX + "; the check's measured error is 0.38 of the "
                                   "bound, so a bound 10 % smaller still holds",
-    "approx.max_one_head": ("a wrong output makes the checks max-one-head and max-one-head-gap "
-                            "raise (ERROR: a log-log fit of a negative gap), so verify exits 1, "
-                            "but no comparison FAILs; " + _APPROX),
     "approx.max_one_head_bound": _APPROX + "; the measured gap is 0.47 of the bound",
     "approx.multiply_bound": _APPROX + "; the measured error is 0.61 of the bound",
     "approx.relu_network_bound": _APPROX + "; the compiled networks' errors stay below 90 % "
@@ -95,6 +96,16 @@ UNCHECKED: dict[str, str] = {
     "denoising.train_heads": ("the trained two-head excess is tested against bounds "
                               "(below the best single head, below the linear gap) with "
                               "margins of 6x and more"),
+    "icl_softmax.init_softmax_head": ("a random initialisation: scaled parameters are "
+                                      "another valid start, and training moves away from it"),
+    "icl_softmax.isotropic_error": ("called by no check (icl.09 takes the derived error from "
+                                    "softmax_head_optimum); tests/test_icl_softmax.py tests "
+                                    "it"),
+    "icl_softmax.softmax_head": _ICL09 + "; the trained heads also absorb an output scale "
+                                "(b, c and e are trained)",
+    "icl_softmax.softmax_head_optimum": _ICL09,
+    "icl_softmax.isotropic_params": _ICL09,
+    "icl_softmax.isotropic_variance": _ICL09 + " (it is the V of the derived optimum)",
     "gma.init": ("a random initialisation: scaled parameters are another valid layer, and "
                  "every GMA check compares two computations for the parameters it gets"),
     "gma.uses_fused": "it returns a bool (which code path); there is no float to perturb",
