@@ -82,6 +82,9 @@ def ssm_mixer(p: SSMParams, x, *, causal: bool = True, mask=None, scan=parallel_
     """``(B, N, d) -> (B, N, d)``; ``mask`` ``(B, N)`` marks real tokens (``True``)."""
     if x.ndim != 3 or x.shape[-1] != p.W_in.shape[0]:
         raise ValueError(f"x: expected (batch, tokens, {p.W_in.shape[0]}), got {x.shape}.")
+    if mask is not None and jnp.shape(mask) != x.shape[:2]:
+        raise ValueError(f"mask: expected shape {x.shape[:2]} (batch, tokens), got "
+                         f"{jnp.shape(mask)}.")
     n, rank = p.A_log.shape[1], p.W_dt.shape[0]
     u, z = jnp.split(x @ p.W_in, 2, axis=-1)
     u = jax.nn.silu(u)

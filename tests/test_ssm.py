@@ -84,5 +84,7 @@ def test_causal_reads_only_the_prefix_and_padding_carries_the_state(params):
 def test_bad_input(params):
     with pytest.raises(ValueError, match="x: expected"):
         ssm.ssm_mixer(params, jnp.zeros((2, 5, 7)))
+    with pytest.raises(ValueError, match="mask: expected"):
+        ssm.ssm_mixer(params, jnp.zeros((2, 5, 8)), mask=jnp.ones((2, 4), bool))
     with pytest.raises(ValueError, match="n, rank"):
         ssm.init(jax.random.key(0), 8, n=0)
