@@ -24,6 +24,15 @@ gmtheory.enable_compilation_cache()
 gmtheory.limit_blas_threads()
 
 
+@pytest.fixture(scope="session")
+def shared_results(tmp_path_factory):
+    """One simulation results folder per xdist worker, shared by every test module: a test
+    that needs an experiment's quick run reads the run that the checks reading the same
+    experiment compute (tests/test_checks.py puts each such check in the xdist group named
+    after its experiment; a test that joins that group computes nothing twice)."""
+    return tmp_path_factory.mktemp("shared-results")
+
+
 @pytest.fixture
 def key():
     return jax.random.key(1234)

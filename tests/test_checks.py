@@ -19,14 +19,14 @@ SYMPY = ("hermite.01", "denoising.28")
 
 
 def _group(cid):
-    """sympy checks on the derivations' worker; checks that read one figure's run on one
-    worker, which computes that run once (each worker has its own results folder)"""
+    """sympy checks on the derivations' worker; a check that reads a figure's run in the
+    xdist group named after that experiment, on one worker, which computes the run once
+    for every check and test of the group (tests/conftest.py: ``shared_results``)"""
     from gmtheory.verify import EXPERIMENTS
 
     if cid.startswith(SYMPY):
         return "sympy"
-    sim = EXPERIMENTS.get(cid)
-    return sim if sim is not None and list(EXPERIMENTS.values()).count(sim) > 1 else None
+    return EXPERIMENTS.get(cid)
 
 
 CHECK_IDS = [pytest.param(c.id, marks=pytest.mark.xdist_group(g)) if (g := _group(c.id))
@@ -34,12 +34,13 @@ CHECK_IDS = [pytest.param(c.id, marks=pytest.mark.xdist_group(g)) if (g := _grou
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _fresh_results(tmp_path_factory):
-    """The checks that read a figure's run compute it here, cold, as CI does."""
+def _fresh_results(shared_results):
+    """The checks that read a figure's run compute it here, cold, as CI does, in the
+    worker's shared folder (tests of the same experiment group read it there)."""
     from gmtheory.verify import results_dir, set_results_dir
 
     old = results_dir()
-    set_results_dir(tmp_path_factory.mktemp("results"))
+    set_results_dir(shared_results)
     yield
     set_results_dir(old)
 

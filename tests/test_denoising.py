@@ -82,14 +82,15 @@ def test_iterates_quick_profile(tmp_path):
                                rtol=1e-10)
 
 
-def test_fig2_pipeline_small(tmp_path):
+@pytest.mark.xdist_group("small-runs")
+def test_fig2_pipeline_small(shared_results):
     from _shared import DENOISE_SMALL
 
     from gmtheory.simulations import get_simulation, parse_overrides, run_simulation
 
     over = parse_overrides(get_simulation("denoise-fig2").config_cls, DENOISE_SMALL)
-    a, _, _ = run_simulation("denoise-fig2", overrides=over, results_dir=tmp_path,
-                             progress=False)
+    a, _, _ = run_simulation("denoise-fig2", overrides=over, results_dir=shared_results,
+                             progress=False)           # also test_devices' one-device run
     assert a["excess"].shape == (4, 3)
     assert np.all(a["excess"][:, -1] < a["excess"][:, 0])  # SGD decreases the excess
 

@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 from _shared import DENOISE_SMALL, PROMPT_SMALL
 
 from gmtheory.simulations import get_simulation, parse_overrides, run_simulation
@@ -46,7 +47,8 @@ def _env(devices):
             "XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={devices}".strip()}
 
 
-def test_one_and_four_devices_give_the_same_numbers(tmp_path):
+@pytest.mark.xdist_group("small-runs")
+def test_one_and_four_devices_give_the_same_numbers(tmp_path, shared_results):
     out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "four"),
                           json.dumps(RUNS)], env=_env(4), capture_output=True, text=True,
                          timeout=600)
@@ -55,7 +57,8 @@ def test_one_and_four_devices_give_the_same_numbers(tmp_path):
     assert info["devices"] == 4 and info["sharded"] >= 2   # models and prompts were split
     for name, sets in RUNS.items():
         over = parse_overrides(get_simulation(name).config_cls, sets)
-        one, _, _ = run_simulation(name, overrides=over, results_dir=tmp_path / "one",
+        # the one-device run in the worker's shared folder (tests of the same group reuse it)
+        one, _, _ = run_simulation(name, overrides=over, results_dir=shared_results,
                                    progress=False)
         four, _, _ = run_simulation(name, overrides=over, results_dir=tmp_path / "four",
                                     progress=False)

@@ -100,20 +100,24 @@ def test_simulated_rule_and_bad_input():
                          pad_to=(1, 1))
 
 
-def test_small_sweep_summary_and_figure(tmp_path):
+@pytest.mark.xdist_group("icl-nonlinear-kappa")
+def test_quick_sweep_summary_and_figure(shared_results):
+    """The quick run that check icl.08 and the figure read (computed once per worker, in the
+    check's xdist group): shapes, ridge residuals, the theory's half point, the summary and
+    the figure's six panels."""
     import matplotlib
 
     matplotlib.use("Agg")
     from gmtheory.figures import get_figure
 
-    over = {"ds": (8, 10), "alphas": (2.0,), "taus": (2.0,), "kappas": (0.25, 0.5, 1.0, 4.0),
-            "kappa_ref": 0.25, "fs": ("relu", "abs"), "trials": 2}
-    a, meta, _ = run_simulation("icl-nonlinear-kappa", "quick", over, results_dir=tmp_path,
+    a, meta, _ = run_simulation("icl-nonlinear-kappa", "quick", results_dir=shared_results,
                                 progress=False)
-    assert a["nonlinear_g_mean"].shape == (2, 1, 2, 4)
+    cfg = nk.NonlinearKappaConfig(**meta["config"])
+    assert a["nonlinear_g_mean"].shape == (len(cfg.ds), len(cfg.alphas), len(cfg.fs),
+                                           len(cfg.kappas))
     assert np.nanmax(a["residual"]) < 1e-9
     assert np.all(np.isfinite(a["half_theory"][:, 0]))
-    lines = get_simulation("icl-nonlinear-kappa").summary(nk.NonlinearKappaConfig(**over), a)
+    lines = get_simulation("icl-nonlinear-kappa").summary(cfg, a)
     assert any("kappa_1/2" in ln for ln in lines)
     assert any("c1 = 0" in ln for ln in lines)
     fig = get_figure("icl-nonlinear-kappa").draw(a, meta)

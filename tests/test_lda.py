@@ -133,17 +133,26 @@ def test_fig1_quick_shape(tmp_path):
     assert int(a["theta2_n_flat"]) == 6                                  # d^2 + d (check 18)
 
 
-def test_sgd_quick_shape(tmp_path):
-    a, _, _ = run_simulation("lda-sgd", "quick", {"seeds": 2, "steps": 400, "eval_every": 50},
-                             results_dir=tmp_path, progress=False)
+@pytest.mark.xdist_group("lda-sgd")
+def test_sgd_quick_shape(shared_results):
+    """The quick run that check lda.23 and the figures read (computed once per worker, in
+    the check's xdist group)."""
+    a, meta, _ = run_simulation("lda-sgd", "quick", results_dir=shared_results,
+                                progress=False)
+    cfg = meta["config"]
     np.testing.assert_allclose(a["fig5_risk0"], np.log(2), atol=1e-12)   # w = 0: log 2
     ex = lda_sims.tail_excess(a["fig5_risk"], a["R_star"])
     assert np.all(ex < 0.01) and np.all(ex > 0)
-    assert a["gaussian_risk"].shape == (2, 8) and a["fig5_floor"].shape == (2,)
+    n_rec = cfg["steps"] // cfg["eval_every"]
+    assert a["gaussian_risk"].shape == (cfg["seeds"], n_rec)
+    assert a["fig5_floor"].shape == (cfg["seeds"],)
     assert np.all(a["fig5_floor_sd"] < a["fig5_floor"])
     # the dense early records are the same runs (same key) as the main records
-    assert a["fig5_early_risk"].shape == (2, 100) and a["early_iters"][24] == a["iters"][0]
-    np.testing.assert_allclose(a["fig5_early_risk"][:, 24], a["fig5_risk"][:, 0], rtol=1e-10)
+    n_early = cfg["early_steps"] // cfg["early_every"]
+    i = cfg["eval_every"] // cfg["early_every"] - 1         # the early record at step eval_every
+    assert a["fig5_early_risk"].shape == (cfg["seeds"], n_early)
+    assert a["early_iters"][i] == a["iters"][0]
+    np.testing.assert_allclose(a["fig5_early_risk"][:, i], a["fig5_risk"][:, 0], rtol=1e-10)
     fits = lda_sims.fast_phase_rates(a)
     assert len(fits) == len(lda_sims.FAST_WINDOWS) and all(-f.slope > 0 for f in fits)
 
