@@ -28,6 +28,7 @@ from __future__ import annotations
 from functools import cache, partial
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -38,7 +39,7 @@ from ._validation import as_float_array, is_concrete
 from .mixture import GaussianMixture, as_points
 from .operators import softmax_attention_limit
 from .quadrature import expect_mixture, expect_mixture_projected
-from .training import minimize_lbfgs, train
+from .training import hyper, minimize_lbfgs, train
 
 __all__ = [
     "FIG2",
@@ -486,6 +487,38 @@ def _stacked_heads(mixture_z, p, z):
     return heads_output(mixture_z, [(p["U"][h], p["V"][h]) for h in range(p["U"].shape[0])], z)
 
 
+def _clipped_sgd(learning_rate, clip):
+    """SGD after clipping the gradient's global norm to ``clip`` (an optax factory for
+    :func:`gmtheory.training.hyper`)."""
+    return optax.chain(optax.clip_by_global_norm(clip), optax.sgd(learning_rate))
+
+
+class _HeadsLoss(eqx.Module):
+    """Squared distance of the stacked heads to the Bayes denoiser on ``batch`` fresh noisy
+    samples (data: ``(mixture, xi)``)."""
+
+    batch: int = eqx.field(static=True)
+
+    def __call__(self, p, data, k):
+        mix, x = data
+        mz = noisy_mixture(mix, x)
+        z = mz.sample(k, self.batch)[0]
+        return jnp.mean(jnp.sum((_stacked_heads(mz, p, z) - bayes_denoiser(mix, x, z)) ** 2,
+                                1))
+
+
+class _HeadsExcess(eqx.Module):
+    """Excess risk of the stacked heads (Gauss–Hermite order ``order``)."""
+
+    order: int = eqx.field(static=True)
+
+    def __call__(self, p, data):
+        mix, x = data
+        mz = noisy_mixture(mix, x)
+        return {"excess": excess_risk(lambda q: _stacked_heads(mz, p, q), mix, x,
+                                      self.order)}
+
+
 def train_heads(mixture: GaussianMixture, xi, key, *, seeds: int = 4, heads: int = 2,
                 steps: int = 4000, lr: float = 2e-3, clip: float = 10.0, batch: int = 64,
                 init_scale: float = 0.1, eval_every: int = 20, order: int = 20,
@@ -514,25 +547,13 @@ def train_heads(mixture: GaussianMixture, xi, key, *, seeds: int = 4, heads: int
 
     params = jax.vmap(init)(k_init)
     data = (mixture, jnp.asarray(float(xi)))
-
-    def loss(p, data, k):
-        mix, x = data
-        mz = noisy_mixture(mix, x)
-        z = mz.sample(k, batch)[0]
-        return jnp.mean(jnp.sum((_stacked_heads(mz, p, z)
-                                 - bayes_denoiser(mix, x, z)) ** 2, 1))
-
-    def metrics(p, data):
-        mix, x = data
-        mz = noisy_mixture(mix, x)
-        return {"excess": excess_risk(lambda q: _stacked_heads(mz, p, q), mix, x,
-                                      order)}
-
-    opt = optax.chain(optax.clip_by_global_norm(clip), optax.sgd(lr))
-    res = train(loss, params, opt, steps=int(steps), key=k_data, data=data,
-                record_every=int(eval_every), metrics_fn=metrics, batched=True,
-                progress=progress, desc="two-head SGD",
-                tag=["train_heads", heads, batch, lr, clip, order])
+    # the loss and metrics are modules (batch and order static) and the step size and the
+    # clipping norm are data: every call with the same shapes reuses one compiled program
+    res = train(_HeadsLoss(int(batch)), params,
+                hyper(_clipped_sgd, learning_rate=float(lr), clip=float(clip)),
+                steps=int(steps), key=k_data, data=data, record_every=int(eval_every),
+                metrics_fn=_HeadsExcess(int(order)), batched=True, progress=progress,
+                desc="two-head SGD", tag=["train_heads", heads, batch, lr, clip, order])
     excess = np.concatenate([res.initial["excess"][:, None], res.history["excess"].T], axis=1)
     return HeadsTraining(excess, np.concatenate([[0], res.steps]), res.params["U"],
                          res.params["V"])

@@ -24,7 +24,7 @@ import numpy as np
 from scipy import stats as _st
 
 __all__ = ["Fit", "mean_se", "fit_loglog", "fit_loglog_weighted", "fit_semilog",
-           "fit_linear", "z_score",
+           "fit_linear", "extrapolate_inverse", "z_score",
            "bonferroni_z", "bonferroni_t"]
 
 
@@ -114,6 +114,29 @@ def fit_loglog_weighted(x, y, se) -> Fit:
     ss_res = float((w * (ly - intercept - slope * lx) ** 2).sum())
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
     return Fit(float(slope), float(intercept), float(np.sqrt(sw / den)), r2, int(x.size))
+
+
+def extrapolate_inverse(x, y, se) -> tuple[float, float]:
+    """The limit ``a`` of ``y = a + b / x`` as ``x -> inf``, fitted by weighted least squares
+    to points ``(x_i, y_i)`` with independent standard errors ``se_i``, and its standard
+    error (the one the per-point SEs imply, ``sqrt((X^T W X)^-1_00)``).  Two points give the
+    exact line: ``a = (x_2 y_2 - x_1 y_1) / (x_2 - x_1)``.  For an O(1/x) finite-size bias
+    (the error of a simulation at dimension ``d`` against its ``d -> inf`` theory)."""
+    x, y, se = (np.asarray(v, float).ravel() for v in (x, y, se))
+    if not (x.shape == y.shape == se.shape):
+        raise ValueError(f"x, y, se: need the same number of points, got {x.size}, {y.size} "
+                         f"and {se.size}.")
+    if np.unique(x).size < 2:
+        raise ValueError(f"x: the extrapolation needs at least 2 distinct x, got {x.tolist()}.")
+    if np.any(x <= 0) or not np.all(np.isfinite(y)):
+        raise ValueError("x, y: need positive x and finite y.")
+    if not np.all(np.isfinite(se)) or np.any(se <= 0):
+        raise ValueError("se: the extrapolation needs finite positive standard errors.")
+    X = np.stack([np.ones_like(x), 1.0 / x], 1)
+    w = 1.0 / se**2
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))
+    coef = cov @ (X.T @ (w * y))
+    return float(coef[0]), float(np.sqrt(cov[0, 0]))
 
 
 def fit_semilog(x, y) -> Fit:

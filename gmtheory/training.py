@@ -27,6 +27,18 @@ training loss over the record.
 leaf of ``params`` has a leading axis, ``key`` is an array of keys of that length, and
 ``data`` is shared (or batched too, with ``batched_data=True``).
 
+What a run compiles, and when it compiles again
+-----------------------------------------------
+One training program per kind of run: the engine caches it on the loss (a plain function
+by identity; an ``eqx.Module`` by its static fields, its arrays passed in as data), the
+optimiser and the layout (``record_every``, ``block_records``, batching).  Hyperparameters
+are data: ``hyper(optax.adam, learning_rate=lr)`` keeps the learning rate in the
+optimiser state (``optax.inject_hyperparams``), and a loss module keeps its shape settings
+(batch size, prompt length, quadrature order) as static fields.  So a second run with
+another learning rate, another problem (passed as ``data``) or another seed compiles
+nothing; a new batch size or order compiles once.  A plain ``optax.adam(lr)`` built anew
+on each call compiles anew on each call.
+
 Population gradient descent (the paper's protocol for its figures) is
 ``train(value_and_grad_fn=..., optimizer=optax.sgd(lr))`` with no key: the analytic
 gradient of a closed-form risk, no sampling.
@@ -52,6 +64,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -63,7 +76,7 @@ from . import sharding as _sharding
 from .cache import atomic_write_bytes
 
 __all__ = ["train", "clear_programs", "TrainResult", "NonFiniteError", "checkpoint_scope",
-           "minimize_lbfgs", "LBFGSResult", "set_progress"]
+           "minimize_lbfgs", "LBFGSResult", "set_progress", "Hyper", "hyper"]
 
 _PROGRESS = True
 
@@ -72,6 +85,67 @@ def set_progress(enabled: bool) -> None:
     """Show (default) or hide the progress bars of :func:`train`."""
     global _PROGRESS
     _PROGRESS = bool(enabled)
+
+
+class Hyper(eqx.Module):
+    """An optax optimiser whose numeric hyperparameters are data, not code.
+
+    ``factory(**static, **values)`` under :func:`optax.inject_hyperparams`: the floats in
+    ``values`` (learning rates, weight decays, clipping norms) live in the optimiser state,
+    so two ``Hyper`` with the same factory, the same static arguments and the same names
+    share one compiled training program, whatever the values.  Build it with
+    :func:`hyper`.
+    """
+
+    factory: Callable = eqx.field(static=True)
+    static: tuple = eqx.field(static=True)    #: sorted ``(name, value)``: shapes, lengths
+    values: dict                              #: name -> float: the data hyperparameters
+
+    def transform(self) -> optax.GradientTransformation:
+        """The optax transformation (its ``init`` stores ``values`` in the state)."""
+        names = tuple(n for n, _ in self.static)
+        return optax.inject_hyperparams(self.factory, static_args=names)(
+            **dict(self.static), **self.values)
+
+    def program_key(self):
+        """What the compiled program depends on: the factory, the static arguments and the
+        names (not the values) of the data hyperparameters."""
+        return ("hyper", self.factory, self.static, tuple(sorted(self.values)))
+
+
+def hyper(factory: Callable, /, **kwargs) -> Hyper:
+    """``factory(**kwargs)`` with its float arguments as data (:class:`Hyper`).
+
+    Floats (and float arrays of shape ``()``) are data; everything else (ints such as a
+    schedule's length, strings, bools, callables) is static, part of the program.  For
+    example ``hyper(optax.sgd, learning_rate=lr)``, or for a schedule a module-level factory
+    ``hyper(adam_cosine, learning_rate=lr, decay_steps=steps)``.
+    """
+    if not callable(factory):
+        raise TypeError(f"factory: expected an optax optimiser factory, got {factory!r}.")
+    values, static = {}, []
+    for name, v in kwargs.items():
+        if isinstance(v, float) or (isinstance(v, (np.ndarray, jax.Array)) and v.shape == ()
+                                    and jnp.issubdtype(v.dtype, jnp.floating)):
+            values[name] = float(v)
+        else:
+            static.append((name, v))
+    return Hyper(factory, tuple(sorted(static, key=lambda kv: kv[0])), values)
+
+
+class _Keyed:
+    """An object that the program cache keys on ``key`` instead of its identity."""
+
+    __slots__ = ("key", "obj")
+
+    def __init__(self, key, obj):
+        self.key, self.obj = key, obj
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __eq__(self, other):
+        return isinstance(other, _Keyed) and self.key == other.key
 
 
 class TrainResult(NamedTuple):
@@ -157,9 +231,11 @@ def _key_data(key):
 
 
 def _signature(params, opt_state, key, data, steps, record_every, block, batched, tag):
+    """Identifies a run's checkpoint: the initial parameters and optimiser state (with a
+    :class:`Hyper`'s values), the data (with a loss module's arrays), key and layout."""
     h = hashlib.sha256()
     h.update(str(jax.tree.structure((params, opt_state))).encode())
-    for leaf in jax.tree.leaves(params):
+    for leaf in jax.tree.leaves((params, opt_state)):
         a = np.asarray(leaf)
         h.update(f"{a.shape}{a.dtype}".encode())
         h.update(a.tobytes())
@@ -206,24 +282,34 @@ def _load_ckpt(path: Path, sig, params, opt_state):
 # ------------------------------------------------------------------ the engine -----------
 
 @functools.lru_cache(maxsize=32)
-def _programs(loss_fn, value_and_grad_fn, optimizer, metrics_fn, record_every, block, batched,
-              batched_data, has_key):
-    """The compiled block, the optimiser init and the metrics of a training run.
+def _programs(fns_static, optimizer, record_every, block, batched, batched_data, has_key):
+    """The compiled block and the metrics of a training run.
 
-    Cached on the identity of the functions and the optimiser (and the static layout), so
-    that a sweep which calls :func:`train` with the same module-level loss and the same
-    optimiser object traces and compiles its program once; arrays that differ between the
-    calls travel in ``data``.
+    Cached on what the program depends on: the static part of ``(loss_fn,
+    value_and_grad_fn, metrics_fn)`` (plain functions by identity; an ``eqx.Module`` loss by
+    its static fields, its arrays travelling as an argument, see :func:`_split_fns`), the
+    optimiser (a :class:`Hyper` by its factory and hyperparameter names, any other by
+    identity) and the static layout.  So a sweep that calls :func:`train` with the same
+    loss and the same kind of optimiser traces and compiles its program once; arrays that
+    differ between the calls travel in ``data``, in the loss module or in the optimiser
+    state.
     """
-    vg = value_and_grad_fn if value_and_grad_fn is not None else jax.value_and_grad(loss_fn)
-    metrics = metrics_fn if metrics_fn is not None else _no_metrics
+    opt = optimizer.obj
 
-    def one_record(carry, data, k, rec):
+    def fns_of(dyn):
+        loss_fn, value_and_grad_fn, metrics_fn = eqx.combine(dyn, fns_static.obj)
+        vg = (value_and_grad_fn if value_and_grad_fn is not None
+              else jax.value_and_grad(loss_fn))
+        return vg, (metrics_fn if metrics_fn is not None else _no_metrics)
+
+    def one_record(carry, data, k, rec, dyn):
+        vg, metrics = fns_of(dyn)
+
         def step(c, t):
             p, s, alive, bad = c
             kk = jax.random.fold_in(k, t) if has_key else None
             val, g = vg(p, data, kk)
-            upd, s_new = optimizer.update(g, s, p)
+            upd, s_new = opt.update(g, s, p)
             p_new = optax.apply_updates(p, upd)
             ok = alive & jnp.isfinite(val) & _tree_finite(p_new)
             p = jax.tree.map(lambda a, b: jnp.where(ok, a, b), p_new, p)
@@ -235,24 +321,26 @@ def _programs(loss_fn, value_and_grad_fn, optimizer, metrics_fn, record_every, b
         carry, vals = jax.lax.scan(step, carry, ts)
         return carry, (jnp.nanmean(vals), metrics(carry[0], data))
 
-    def one_block(p, s, alive, bad, data, k, first_record):
+    def one_block(p, s, alive, bad, data, k, first_record, dyn):
         def body(c, r):
-            return one_record(c, data, k, r)
+            return one_record(c, data, k, r, dyn)
         recs = first_record + jnp.arange(block)
         (p, s, alive, bad), (losses, hist) = jax.lax.scan(body, (p, s, alive, bad), recs)
         return p, s, alive, bad, losses, hist
 
+    def metrics_of(p, data, dyn):
+        return fns_of(dyn)[1](p, data)
+
     if batched:
-        axes = (0, 0, 0, 0, 0 if batched_data else None, 0 if has_key else None, None)
+        axes = (0, 0, 0, 0, 0 if batched_data else None, 0 if has_key else None, None, None)
         run_block = jax.jit(jax.vmap(one_block, in_axes=axes,
                                      out_axes=(0, 0, 0, 0, 1, 1)))
-        init = jax.vmap(optimizer.init)
-        init_metrics = jax.jit(jax.vmap(metrics, in_axes=(0, 0 if batched_data else None)))
+        init_metrics = jax.jit(jax.vmap(metrics_of,
+                                        in_axes=(0, 0 if batched_data else None, None)))
     else:
         run_block = jax.jit(one_block)
-        init = optimizer.init
-        init_metrics = jax.jit(metrics)
-    return run_block, init, init_metrics
+        init_metrics = jax.jit(metrics_of)
+    return run_block, init_metrics
 
 
 def clear_programs() -> None:
@@ -269,12 +357,34 @@ def _no_metrics(p, d):
     return {}
 
 
-def _get_programs(*args):
+def _split_fns(loss_fn, value_and_grad_fn, metrics_fn):
+    """``(dynamic, static)`` of the three functions: an ``eqx.Module`` loss (or metrics)
+    contributes its arrays to ``dynamic``, which the program takes as an argument, and its
+    static fields to ``static``, which keys the program; plain functions are static."""
+    dyn, static = eqx.partition((loss_fn, value_and_grad_fn, metrics_fn), eqx.is_array)
+    leaves, treedef = jax.tree.flatten(static)
+    key = (tuple(leaves), treedef)
     try:
-        hash(args)
-    except TypeError:  # an unhashable optimiser or function: build without the cache
-        return _programs.__wrapped__(*args)
-    return _programs(*args)
+        hash(key)
+    except TypeError:         # an unhashable static part: key on identity (compiles anew)
+        key = id(static)
+    return dyn, _Keyed(key, static)
+
+
+def _optimizer_parts(optimizer):
+    """``(program key, per-call transform)`` of ``optimizer``."""
+    if isinstance(optimizer, Hyper):
+        tx = optimizer.transform()
+        return _Keyed(optimizer.program_key(), tx), tx
+    if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
+        raise TypeError(f"optimizer: expected an optax GradientTransformation or "
+                        f"training.hyper(...), got {type(optimizer).__name__}.")
+    try:
+        hash(optimizer)
+        key = optimizer
+    except TypeError:
+        key = id(optimizer)
+    return _Keyed(key, optimizer), optimizer
 
 
 def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, data=None,
@@ -294,7 +404,11 @@ def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, 
         Instead of ``loss_fn``: ``(params, data, key) -> (loss, grads)`` (for analytic
         gradients, as in population gradient descent).
     optimizer:
-        An ``optax.GradientTransformation``.
+        An ``optax.GradientTransformation`` (the compiled program is cached on its
+        identity), or :func:`hyper` ``(factory, **hyperparameters)``, whose float
+        hyperparameters are data: a second run with another learning rate reuses the
+        program.  ``loss_fn`` (or ``value_and_grad_fn``, ``metrics_fn``) may be an
+        ``eqx.Module``: its static fields key the program and its arrays are data.
     steps, record_every, block_records:
         ``steps`` must be a multiple of ``record_every`` (default: ``steps``, one record);
         ``block_records`` records are compiled as one program (default: about 20 blocks).
@@ -332,24 +446,25 @@ def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, 
         raise ValueError("key: with batched=True, pass one key per model (an array of keys).")
 
     has_key = key is not None
-    run_block, init, init_metrics = _get_programs(
-        loss_fn, value_and_grad_fn, optimizer, metrics_fn, record_every, block, batched,
-        batched_data, has_key)
+    fn_dyn, fn_key = _split_fns(loss_fn, value_and_grad_fn, metrics_fn)
+    opt_key, tx = _optimizer_parts(optimizer)
+    run_block, init_metrics = _programs(fn_key, opt_key, record_every, block, batched,
+                                        batched_data, has_key)
     n_models = jax.tree.leaves(params)[0].shape[0] if batched else None
 
     # strongly typed leaves: a weak-typed leaf (a Python float in an initialiser) comes back
     # strong from the first block, and the changed input type would compile the block again
     params = jax.tree.map(_strong, params)
-    opt_state = jax.tree.map(_strong, init(params))
-    initial = {k: np.asarray(v) for k, v in init_metrics(params, data).items()}
+    opt_state = jax.tree.map(_strong, (jax.vmap(tx.init) if batched else tx.init)(params))
+    initial = {k: np.asarray(v) for k, v in init_metrics(params, data, fn_dyn).items()}
 
     path = _scoped_checkpoint() if checkpoint is None else (checkpoint or None)
     sig = None
     done, hist_rows, loss_rows = 0, {}, []
     if path is not None:
         path = Path(path)
-        sig = _signature(params, opt_state, key, data, steps, record_every, block, batched,
-                         [tag, sorted(initial)])
+        sig = _signature(params, opt_state, key, (data, fn_dyn), steps, record_every, block,
+                         batched, [tag, sorted(initial)])
         hit = _load_ckpt(path, sig, params, opt_state) if path.exists() else None
         if hit is not None:
             done, params, opt_state, hist0, losses0 = hit
@@ -375,7 +490,7 @@ def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, 
         for b in range(done // (block * record_every), n_blocks):
             first = jnp.asarray(b * block, jnp.int32)
             new_p, new_s, alive, bad, losses, hist = run_block(params, opt_state, alive, bad,
-                                                               data, key, first)
+                                                               data, key, first, fn_dyn)
             alive_np = np.asarray(alive)
             if not np.all(alive_np):
                 bad_np = np.atleast_1d(np.asarray(bad))

@@ -235,6 +235,24 @@ def test_weighted_loglog_fit_uses_the_point_errors():
     assert abs(stats.fit_loglog_weighted(x, y2, se).slope + 0.5) < 1e-6
 
 
+def test_inverse_extrapolation_is_exact_on_a_line_and_propagates_the_errors(key):
+    x = np.array([16.0, 32.0])
+    a, se = stats.extrapolate_inverse(x, 0.3 + 2.0 / x, [0.01, 0.02])
+    assert abs(a - 0.3) < 1e-12
+    # two points: a = (x2 y2 - x1 y1) / (x2 - x1), so se = sqrt(x1^2 s1^2 + x2^2 s2^2) / 16
+    assert abs(se - np.hypot(16 * 0.01, 32 * 0.02) / 16) < 1e-12
+    # the SE is the spread of the estimate: 4000 noisy replicates at four x
+    x4 = np.array([8.0, 16, 32, 64])
+    s4 = np.array([0.02, 0.01, 0.01, 0.005])
+    noise = np.asarray(jax.random.normal(key, (4000, 4))) * s4
+    est = np.array([stats.extrapolate_inverse(x4, 1.0 - 3.0 / x4 + e, s4)[0] for e in noise])
+    _, se4 = stats.extrapolate_inverse(x4, 1.0 - 3.0 / x4, s4)
+    assert abs(est.mean() - 1.0) < 4 * se4 / np.sqrt(4000)
+    assert abs(est.std(ddof=1) / se4 - 1) < 0.05        # SE of a sample sd: 1/sqrt(2n) ~ 1 %
+    with pytest.raises(ValueError, match="2 distinct x"):
+        stats.extrapolate_inverse([16, 16], [1, 1], [1, 1])
+
+
 def test_every_check_declares_kinds():
     from gmtheory.verify import KINDS, all_checks
 
@@ -362,3 +380,32 @@ def test_cli_figures_reuse_stale(tmp_path, monkeypatch, capsys):
         fh.write("\n# edited\n")
     with pytest.warns(cache.StaleResultWarning, match="mixture.py"):
         assert main(args + ["--reuse-stale"]) == 0
+
+
+def test_hyperparameters_are_data_a_second_run_compiles_nothing(tmp_path):
+    """#30: the learning rate travels in the optimiser state (training.hyper) and the loss's
+    settings in a module, so another learning rate reuses the compiled programs: of the
+    library's population gradient descent, and of a whole training simulation."""
+    from gmtheory import lda, profiling
+    from gmtheory.simulations import run_simulation
+
+    prob = lda.config("C1")
+    th = lda.LDAParams(0.1 * jnp.eye(2), jnp.full(2, 0.1), jnp.full(2, -0.1),
+                       jnp.asarray(0.2))
+    first, _ = lda.gradient_descent(prob, th, 1e-3, 40, record_every=10, order=24,
+                                    progress=False)
+    with profiling.compile_stats() as st:
+        second, _ = lda.gradient_descent(prob, th, 2e-3, 40, record_every=10, order=24,
+                                         progress=False)
+    assert st.programs == 0 and st.cache_hits == 0, st.as_dict()
+    # and the new value is used: a twice larger step moves twice as far at first order
+    moved = [float(jnp.linalg.norm(p.v21 - th.v21)) for p in (first, second)]
+    assert 1.8 < moved[1] / moved[0] < 2.2
+
+    over = {"seeds": 2, "steps": 40, "eval_every": 20, "early_steps": 20, "early_every": 2}
+    run_simulation("lda-sgd", "quick", {**over, "lr": 0.01}, results_dir=tmp_path / "a",
+                   progress=False)
+    with profiling.compile_stats() as st:
+        run_simulation("lda-sgd", "quick", {**over, "lr": 0.02}, results_dir=tmp_path / "b",
+                       progress=False)
+    assert st.programs == 0 and st.cache_hits == 0, st.as_dict()

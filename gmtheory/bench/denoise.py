@@ -7,10 +7,10 @@ so, like the CLI, it sits above the simulations; the library does not import it.
 
 from __future__ import annotations
 
-import functools
 import time
 from functools import partial
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,7 +22,7 @@ from ..mixture import GaussianMixture
 from ..problems import stream_key
 from ..simulations.clean_context import CleanContextConfig, _apply
 from ..stats import mean_se
-from ..training import minimize_lbfgs, train
+from ..training import hyper, minimize_lbfgs, train
 
 __all__ = ["bench_denoise", "format_denoise", "sample_clean", "authors_init",
            "fit_isotropic_head", "AUTHORS_TEST_MSE"]
@@ -78,17 +78,17 @@ def _test_set(key, cfg, n):
     return toks, zq, xq, _bayes_batch(cen, zq, cfg)
 
 
-@functools.lru_cache(maxsize=16)
-def _fresh_loss(cfg, batch: int, dtype_name: str):
-    """The training loss on ``batch`` fresh prompts per step, one function object per
-    setting (so that :func:`gmtheory.training.train` compiles it once per setting)."""
-    dtype = jnp.dtype(dtype_name)
+class _FreshLoss(eqx.Module):
+    """The training loss on ``batch`` fresh prompts per step (a module whose fields are
+    static: equal settings share one compiled program of :func:`gmtheory.training.train`)."""
 
-    def loss(p, data, k):
-        toks, zq, xq, _ = sample_clean(k, batch, cfg, dtype)
+    cfg: object = eqx.field(static=True)
+    batch: int = eqx.field(static=True)
+    dtype_name: str = eqx.field(static=True)
+
+    def __call__(self, p, data, k):
+        toks, zq, xq, _ = sample_clean(k, self.batch, self.cfg, jnp.dtype(self.dtype_name))
         return jnp.mean(_head_sq_err(p, toks, zq, xq))
-
-    return loss
 
 
 def authors_init(key, cfg, dtype=jnp.float32):
@@ -136,8 +136,8 @@ def _timed_adam(p0, cfg, *, lr, batch, dtype, key, evaluate, t0_s, stop, record_
     the clock (time spent by an earlier phase).  ``stop(trace)`` ends the run, as does
     ``max_steps``.  Returns ``(trace, compile_s, eval_s)``, ``trace`` a list of
     ``(seconds, step, test MSE)``."""
-    loss = _fresh_loss(cfg, batch, jnp.dtype(dtype).name)
-    opt = optax.adam(lr)
+    loss = _FreshLoss(cfg, int(batch), jnp.dtype(dtype).name)
+    opt = hyper(optax.adam, learning_rate=float(lr))
     kw = dict(record_every=record_every, block_records=1, checkpoint=False, progress=False)
     t = time.perf_counter()
     jax.block_until_ready(train(loss, p0, opt, steps=record_every, key=key, **kw).params)

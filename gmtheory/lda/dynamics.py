@@ -3,15 +3,16 @@ and the noise floor of constant-step SGD near the Bayes manifold."""
 
 from __future__ import annotations
 
-from functools import lru_cache, partial
+from functools import partial
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
-from ..training import train
+from ..training import hyper, train
 from .effective import phi
 from .landscape import dist_E1, dist_E2, grad_and_sq_norm, hessian, risk_eff
 from .problem import DEFAULT_ORDER, GATE_NODES, LDAParams, LDAProblem
@@ -20,47 +21,53 @@ __all__ = ["gradient_descent", "sgd_noise_floor"]
 
 # ---------------------------------------------------------------- gradient descent ----
 
-# The training engine caches its compiled program on the identity of the functions and of
-# the optimiser: build them once per setting, so repeated runs (several starts, a sweep of
-# problems passed as data) reuse one program.
+# The training engine caches its compiled program on what it depends on: the learning rate
+# travels as data (training.hyper), the quadrature order is a static field of the loss
+# module, so repeated runs (several starts, several step sizes, a sweep of problems passed as
+# data) reuse one program.
 
-@lru_cache(maxsize=32)
-def _sgd(lr: float):
-    return optax.sgd(lr)
+class PopulationGradient(eqx.Module):
+    """``(theta, prob, key) -> (R, grad R)`` of the population risk (Lemma B.10's analytic
+    gradient at Gauss–Hermite order ``order``), for :func:`gmtheory.training.train`'s
+    ``value_and_grad_fn``; the problem is the training data."""
+
+    order: int = eqx.field(static=True)
+
+    def __call__(self, theta, prob, _key):
+        return grad_and_sq_norm(prob, theta, self.order)
 
 
-@lru_cache(maxsize=32)
-def _gd_value_and_grad(order: int):
-    def vg(theta, prob, _key):
-        return grad_and_sq_norm(prob, theta, order)
-    return vg
+class _GDMetrics(eqx.Module):
+    order: int = eqx.field(static=True)
 
-
-@lru_cache(maxsize=32)
-def _gd_metrics(order):
-    def metrics(theta, prob):
+    def __call__(self, theta, prob):
         zeta = phi(prob, theta)
         return {"dist_E1": dist_E1(prob, zeta), "dist_E2": dist_E2(prob, zeta),
-                "risk": risk_eff(prob, zeta, order), "theta": ravel_pytree(theta)[0]}
-    return metrics
+                "risk": risk_eff(prob, zeta, self.order), "theta": ravel_pytree(theta)[0]}
 
 
 def gradient_descent(prob: LDAProblem, theta0: LDAParams, lr: float, steps: int, *,
                      record_every: int = 1, order: int = DEFAULT_ORDER,
-                     progress: bool | None = None):
+                     metrics_fn=None, batched: bool = False, progress: bool | None = None,
+                     desc: str = "lda population GD"):
     """Population gradient descent ``theta <- theta - lr grad R(theta)`` with Lemma B.10's
     analytic gradient: :func:`gmtheory.training.train` with ``optax.sgd(lr)`` (no
     sampling; the problem is passed as ``data``, so one compiled program serves every
     problem of the same dimension).  Returns ``(theta_final, trace)`` where ``trace`` has
     ``dist_E1``, ``dist_E2``, ``risk`` (gate-resolved, :func:`risk_eff`) and the flat
     ``theta`` every ``record_every`` steps (``steps // record_every`` rows), and
-    ``grad_sq``, the mean of ``|grad R|^2`` over each record (:func:`grad_and_sq_norm`)."""
+    ``grad_sq``, the mean of ``|grad R|^2`` over each record (:func:`grad_and_sq_norm`).
+
+    ``metrics_fn(theta, prob) -> dict`` records other quantities instead of the default
+    ones; ``batched=True`` runs a leading axis of starts in one program (``theta0``'s
+    leaves stacked)."""
     if steps % record_every:
         raise ValueError(f"steps: {steps} is not a multiple of record_every={record_every}.")
-    res = train(None, theta0, _sgd(float(lr)), steps=steps, data=prob,
-                value_and_grad_fn=_gd_value_and_grad(int(order)),
-                record_every=record_every, metrics_fn=_gd_metrics(int(order)),
-                progress=progress, desc="lda population GD")
+    res = train(None, theta0, hyper(optax.sgd, learning_rate=float(lr)), steps=steps,
+                data=prob, value_and_grad_fn=PopulationGradient(int(order)),
+                record_every=record_every,
+                metrics_fn=_GDMetrics(int(order)) if metrics_fn is None else metrics_fn,
+                batched=batched, progress=progress, desc=desc)
     return res.params, {**res.history, "grad_sq": res.loss}
 
 

@@ -30,15 +30,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
 from .. import lda, stats
-from ..training import train
+from ..lda.dynamics import PopulationGradient
+from ..training import hyper, train
 from ._base import SimConfig, Simulation, assemble_grid, grid, register
 
 __all__ = ["Fig1Config", "SGDConfig", "FinitePromptConfig", "SweepConfig", "fig1_rates",
@@ -46,11 +47,16 @@ __all__ = ["Fig1Config", "SGDConfig", "FinitePromptConfig", "SweepConfig", "fig1
            "FLOOR_Z", "FAST_WINDOWS", "fast_phase_rates", "finite_prompt_slope", "sweep_problem"]
 
 
-@lru_cache(maxsize=32)
+def adam_cosine(learning_rate, decay_steps: int):
+    """optax Adam with a cosine decay to 1 % of ``learning_rate`` over ``decay_steps``: the
+    factory of :func:`_adam_cosine` (module level, so that the compiled program is shared)."""
+    return optax.adam(optax.cosine_decay_schedule(learning_rate, decay_steps, alpha=1e-2))
+
+
 def _adam_cosine(lr: float, steps: int):
-    """optax Adam with a cosine decay to 1 % of ``lr`` over ``steps`` (built once per
-    setting, so that training runs sharing it share one compiled program)."""
-    return optax.adam(optax.cosine_decay_schedule(lr, steps, alpha=1e-2))
+    """:func:`adam_cosine` with the learning rate as data (:func:`training.hyper`): runs
+    that differ only in ``lr`` share one compiled program."""
+    return hyper(adam_cosine, learning_rate=float(lr), decay_steps=int(steps))
 
 
 def _record_every(steps: int, records: int = 20) -> int:
@@ -201,27 +207,24 @@ def _sgd_init(key, d, init):
 # train caches its compiled program on the identity of the loss, optimiser and metrics:
 # build each once per setting so that the points of a simulation share one program.
 
-@lru_cache(maxsize=32)
-def _sgd(lr: float):
-    return optax.sgd(lr)
+class _SGDLoss(eqx.Module):
+    """Logistic loss on ``batch`` fresh samples of the problem (the training data)."""
 
+    batch: int = eqx.field(static=True)
 
-@lru_cache(maxsize=32)
-def _sgd_loss(batch):
-    def loss(th, data, key):
+    def __call__(self, th, data, key):
         prob, _ = data
-        x, y = lda.sample(prob, key, batch)
+        x, y = lda.sample(prob, key, self.batch)
         return jnp.mean(jax.nn.softplus(-y * lda.predictor(prob, th, x)))
-    return loss
 
 
-@lru_cache(maxsize=32)
-def _sgd_metrics(order):
-    def metrics(th, data):
+class _SGDMetrics(eqx.Module):
+    order: int = eqx.field(static=True)
+
+    def __call__(self, th, data):
         prob, basis = data
-        return {"risk": lda.risk(prob, th, order), "PK_v21": jnp.linalg.norm(basis.T @ th.v21),
-                "v21": jnp.linalg.norm(th.v21)}
-    return metrics
+        return {"risk": lda.risk(prob, th, self.order),
+                "PK_v21": jnp.linalg.norm(basis.T @ th.v21), "v21": jnp.linalg.norm(th.v21)}
 
 
 def sgd_runs(prob: lda.LDAProblem, init: str, key, *, seeds: int, steps: int, batch: int,
@@ -238,9 +241,10 @@ def sgd_runs(prob: lda.LDAProblem, init: str, key, *, seeds: int, steps: int, ba
     keys = jax.random.split(key, seeds)
     th0 = jax.vmap(lambda k: _sgd_init(jax.random.fold_in(k, 0), prob.d, init))(keys)
     basis = lda.krylov_basis(prob.cov, prob.m_pos)
-    res = train(_sgd_loss(int(batch)), th0, _sgd(float(lr)), steps=steps,
+    res = train(_SGDLoss(int(batch)), th0, hyper(optax.sgd, learning_rate=float(lr)),
+                steps=steps,
                 key=jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys), data=(prob, basis),
-                record_every=eval_every, metrics_fn=_sgd_metrics(int(order)), batched=True,
+                record_every=eval_every, metrics_fn=_SGDMetrics(int(order)), batched=True,
                 progress=progress, desc=f"lda SGD ({init})")
     h = res.history                                  # (records, seeds) -> (seeds, records)
     return {"risk": h["risk"].T, "PK_v21": h["PK_v21"].T, "v21": h["v21"].T,
@@ -398,12 +402,18 @@ def _prompts(prob, key, B, L, Q):
     return X.reshape(B, L, -1), Y.reshape(B, L), x.reshape(B, Q, -1), y.reshape(B, Q)
 
 
-@lru_cache(maxsize=64)
-def _prompt_loss(kind, L, batch, queries):
-    def loss(th, prob, key):
-        X, Y, x, y = _prompts(prob, key, batch, L, queries)
-        return jnp.mean(jax.nn.softplus(-y * lda.prompt_predictor(th, X, Y, x, kind)))
-    return loss
+class _PromptLoss(eqx.Module):
+    """Logistic loss of a ``kind`` head on ``batch`` fresh prompts of ``L`` tokens and
+    ``queries`` queries each (the problem is the training data)."""
+
+    kind: str = eqx.field(static=True)
+    L: int = eqx.field(static=True)
+    batch: int = eqx.field(static=True)
+    queries: int = eqx.field(static=True)
+
+    def __call__(self, th, prob, key):
+        X, Y, x, y = _prompts(prob, key, self.batch, self.L, self.queries)
+        return jnp.mean(jax.nn.softplus(-y * lda.prompt_predictor(th, X, Y, x, self.kind)))
 
 
 def _fp_point(cfg, point, key):
@@ -421,7 +431,7 @@ def _fp_point(cfg, point, key):
                                           jnp.zeros(())))
     th0 = jax.vmap(lambda k: unr(cfg.init_scale * jax.random.normal(k, vec0.shape,
                                                                     dtype=vec0.dtype)))(k0)
-    res = train(_prompt_loss(kind, L, batch, cfg.queries),
+    res = train(_PromptLoss(kind, L, batch, cfg.queries),
                 jax.tree.map(lambda a: a.astype(dt), th0), _adam_cosine(cfg.lr, cfg.steps),
                 steps=cfg.steps, key=k1, data=prob_t, record_every=_record_every(cfg.steps),
                 batched=True, desc=f"lda {kind} head, L={L}")
@@ -534,18 +544,11 @@ class SweepConfig(SimConfig):
     eval_order: int = 96  # final risks (same rule for R* through the Bayes parameters)
 
 
-@lru_cache(maxsize=32)
-def _population_grad(order: int):
-    def vg(th, prob, _key):
-        return lda.grad_and_sq_norm(prob, th, order)
-    return vg
-
-
 def _adam_population(prob, th0, lr, steps, order):
     """Adam (cosine decay) on the population risk, analytic gradients; the problem goes in
     as ``data``, so every grid point of the same d runs the same compiled program."""
     res = train(None, th0, _adam_cosine(float(lr), int(steps)), steps=steps, data=prob,
-                value_and_grad_fn=_population_grad(int(order)),
+                value_and_grad_fn=PopulationGradient(int(order)),
                 record_every=_record_every(steps, 4), desc="lda population Adam")
     return res.params
 

@@ -10,13 +10,12 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from scipy.special import expit
 
 from .. import lda, stats
 from ..problems import stream_key
 from ..quadrature import gauss_hermite_rule
-from ..training import minimize_lbfgs, train
+from ..training import minimize_lbfgs
 from ._registry import (
     Outcome,
     agreement,
@@ -275,11 +274,9 @@ def check_14():
                 "grad": jnp.max(jnp.abs(lda.flatten(lda.grad(p, th, 32))[0])),
                 "dist_E1": lda.dist_E1(p, z), "dist_E2": lda.dist_E2(p, z)}
 
-    res = train(None, jax.tree.map(lambda *a: np.stack(a), *starts), optax.sgd(0.5),
-                steps=10_000, data=c1, record_every=1000, metrics_fn=metrics, batched=True,
-                value_and_grad_fn=lambda th, p, _key: lda.grad_and_sq_norm(p, th, 32),
-                desc="lda.14 GD")
-    h = res.history
+    _, h = lda.gradient_descent(c1, jax.tree.map(lambda *a: np.stack(a), *starts), 0.5,
+                                10_000, record_every=1000, order=32, metrics_fn=metrics,
+                                batched=True, desc="lda.14 GD")
     excess = h["risk"] - Rs                                     # (records, runs)
     final_ex, final_g = excess[-1], h["grad"][-1]
     stopped_bad = int(np.sum((final_g <= 1e-8) & (final_ex > 1e-8)))

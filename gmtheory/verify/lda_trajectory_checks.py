@@ -9,7 +9,6 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import scipy.integrate
 import scipy.linalg
 from scipy.stats import norm
@@ -17,7 +16,6 @@ from scipy.stats import norm
 from .. import lda, stats
 from ..problems import stream_key
 from ..simulations import lda_sims
-from ..training import train
 from ._registry import (
     Outcome,
     agreement,
@@ -183,10 +181,8 @@ def check_20():
                 "excess": lda.reduced_loss(p, w, 64) - Rs,
                 "G_min": jnp.min(jnp.linalg.eigvalsh(G)), "w": w, "theta": lda.flatten(t)[0]}
 
-    res = train(None, th0, optax.sgd(lr), steps=records * every, data=prob,
-                record_every=every, metrics_fn=metrics, desc="lda.20 GD",
-                value_and_grad_fn=lambda th, p, _key: lda.grad_and_sq_norm(p, th, 64))
-    h = res.history
+    _, h = lda.gradient_descent(prob, th0, lr, records * every, record_every=every, order=64,
+                                metrics_fn=metrics, desc="lda.20 GD")
     ex = np.asarray(h["excess"])
     time_ = lr * every * np.arange(1, records + 1)          # gradient-flow time lr * t
     ex0 = float(lda.reduced_loss(prob, jnp.zeros(d), 64)) - Rs
