@@ -17,7 +17,7 @@ SIMULATION = "icl-nonlinear-kappa"    # the run the icl-nonlinear-kappa figure d
 # (alpha, tau) of the run (alpha = 10, tau = 2); chosen before the check read the run
 KAPPAS = (0.215, 2.15)
 # The reference: nonlinear and equivalent-linear errors agree "within a few percent at
-# d = 40" (5 %, as icl.05) and O(1/d) closer beyond, so each of e_ICL, e_IDG within
+# d = 40" (5 %) and O(1/d) closer beyond, so each of e_ICL, e_IDG within
 # 0.05 (40/d) relative and g_task = e_ICL - e_IDG within 0.05 (40/d) (e_ICL + e_IDG)
 REF_REL, REF_D = 0.05, 40
 # icl.04 accepts a finite-d gap exponent in [-1.6, -0.6] (measured -1.3): from the run's
