@@ -403,14 +403,18 @@ def _gtask_one(key, d, ell, k_max, n_max, k, n, rho, lam, tol, maxiter, f=None, 
     return e_icl, e_idg, res, G
 
 
-@partial(jax.jit, static_argnames=("d", "ell_static", "k_max", "n_max", "maxiter", "ndev", "f"))
+@partial(jax.jit, static_argnames=("d", "ell_static", "k_max", "n_max", "maxiter", "ndev", "f",
+                                   "targets"))
 def _gtask_batch(keys, d, ell, k_max, n_max, k, n, rho, lam, tol, maxiter, ndev, f=None,
-                 scale=1.0, ell_static=None):
+                 scale=1.0, ell_static=None, targets=None, target=0):
     """Trials run sequentially (``lax.map``) within a device and in parallel across the
     ``ndev`` devices (``shard_map`` over the trial axis).  Shapes are padded to
     ``(n_max, k_max)`` so that one compilation serves every kappa of a sweep at fixed d;
-    ``k``, ``n`` (traced) select the real tasks and prompts."""
+    ``k``, ``n`` (traced) select the real tasks and prompts; ``targets`` (static) and
+    ``target`` (traced) select a nonlinear target, so one compilation serves them all."""
     ell = ell if ell_static is None else ell_static     # a shape for nonlinear targets
+    if targets is not None:
+        f = lambda z: jax.lax.switch(target, targets, z)    # noqa: E731
     one = lambda key: _gtask_one(key, d, ell, k_max, n_max, k, n, rho, lam, tol, maxiter, f,
                                  scale)
     if ndev == 1:
@@ -431,19 +435,32 @@ def _trial_mesh(ndev: int):
 def g_task_trials(key, d: int, *, alpha: float, tau: float, kappa: float, rho: float,
                   lam: float, trials: int, tol: float = 1e-10, maxiter: int = 500,
                   pad_to: tuple[int, int] | None = None, devices: int | None = None,
-                  f=None, scale: float = 1.0):
+                  f=None, scale: float = 1.0, targets: tuple | None = None,
+                  target: int | None = None):
     """``trials`` independent pretraining runs (fresh pool each) as one jitted batch;
     returns ``e_icl``, ``e_idg``, the CG residuals (each (trials,)) and the fitted
     ``Gamma`` (trials, d, d+1).  ``e_icl``/``e_idg`` use the linear-target formula; for a
     nonlinear target ``f`` (a jax function; pass the same object to reuse the
     compilation) evaluate ``Gamma`` with :func:`test_error_nonlinear`; ``scale`` multiplies
-    the linear target (``y = scale x^T w + eps``).
+    the linear target (``y = scale x^T w + eps``).  ``targets`` (a tuple of jax functions)
+    with ``target`` (an index) is ``f = targets[target]`` with the index traced: one
+    compilation serves every target of the tuple.
 
     Trial ``t`` always uses ``fold_in(key, t)``, so the numbers do not depend
     on the number of devices; trials are sharded over ``devices`` (default: all devices
     that divide the padded trial count, i.e. every GPU of a machine).
     ``pad_to=(k_max, n_max)`` shares one compilation across a sweep over kappa."""
     _check_pos(alpha=alpha, tau=tau, kappa=kappa, lam=lam)
+    if (targets is None) != (target is None):
+        raise ValueError("targets, target: give both (a tuple of functions and an index) or "
+                         "neither.")
+    if targets is not None:
+        if f is not None:
+            raise ValueError("f, targets: give a target function f or targets[target], not "
+                             "both.")
+        if not 0 <= int(target) < len(targets):
+            raise ValueError(f"target: an index into targets (0..{len(targets) - 1}), got "
+                             f"{target}.")
     ell, k, n = sizes(d, alpha, tau, kappa)
     k_max, n_max = pad_to or (k, n)
     if k > k_max or n > n_max:
@@ -454,8 +471,11 @@ def g_task_trials(key, d: int, *, alpha: float, tau: float, kappa: float, rho: f
                          f"process's devices), got {devices}.")
     padded = -(-trials // ndev) * ndev
     keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(padded))
+    nonlinear = f is not None or targets is not None
     out = _gtask_batch(keys, d, float(ell), k_max, n_max, k, n, rho, lam, tol, maxiter, ndev,
-                       f, float(scale), ell if f is not None else None)
+                       f, float(scale), ell if nonlinear else None,
+                       None if targets is None else tuple(targets),
+                       0 if target is None else int(target))
     return tuple(o[:trials] for o in out)
 
 

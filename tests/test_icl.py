@@ -115,3 +115,17 @@ def test_icl_sweeps_at_several_d_small(tmp_path):
     lines = sim.summary(make_config(sim, "quick", over), a)
     assert any("not simulated" in line and "d = 4" in line for line in lines)
     assert any("common points" in line for line in lines)
+
+
+def test_a_traced_target_index_is_the_same_target(key):
+    """targets[target] (one compilation for every target) gives the numbers of f=target."""
+    fs = (jnp.tanh, jnp.sign)
+    kw = dict(alpha=2.0, tau=2.0, kappa=np.inf, rho=0.1, lam=1e-3, trials=2)
+    by_index = icl.g_task_trials(key, 4, targets=fs, target=1, **kw)
+    direct = icl.g_task_trials(key, 4, f=jnp.sign, **kw)
+    for a, b in zip(by_index, direct, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match="targets, target"):
+        icl.g_task_trials(key, 4, targets=fs, **kw)
+    with pytest.raises(ValueError, match="target: an index"):
+        icl.g_task_trials(key, 4, targets=fs, target=2, **kw)

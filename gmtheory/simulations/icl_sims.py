@@ -11,6 +11,7 @@ pretraining simulations (ridge, exact test error, trials sharded over devices).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import jax
 import numpy as np
@@ -29,16 +30,30 @@ def _pad(d, grid):
 
 
 def _trials(key, d, alpha, tau, kappa, rho, lam, trials, f=None, mom=None, pad=None,
-            scale=1.0):
+            scale=1.0, target=None):
     """e_ICL (and e_IDG) of ``trials`` pretraining runs, one jitted batch (sharded over
-    devices); a nonlinear target ``f`` is evaluated with the exact nonlinear formula and ``mom``
-    (docs/topics/icl.md#the-nonlinearity-noise-equivalence)."""
+    devices); a nonlinear target ``f`` (or ``target``, the name of one of the equivalence's
+    targets: one compilation for all of them) is evaluated with the exact nonlinear formula
+    and ``mom`` (docs/topics/icl.md#the-nonlinearity-noise-equivalence)."""
+    sel = {} if target is None else {"targets": _JAX_TARGETS, "target": _TARGET_INDEX[target]}
     e1, e2, _, G = icl.g_task_trials(key, d, alpha=alpha, tau=tau, kappa=kappa, rho=rho,
-                                     lam=lam, trials=trials, f=f, pad_to=pad, scale=scale)
+                                     lam=lam, trials=trials, f=f, pad_to=pad, scale=scale,
+                                     **sel)
     if mom is not None:
         ell = icl.sizes(d, alpha, tau, kappa)[0]
-        e1 = jax.vmap(lambda g: icl.test_error_nonlinear(g, ell, mom))(G)
+        e1 = _nonlinear_errors(G, ell, {k: jax.numpy.asarray(v, float) for k, v in mom.items()
+                                        if k in _MOMENTS})
     return {"e_icl": np.asarray(e1), "e_idg": np.asarray(e2)}
+
+
+_MOMENTS = ("c1", "m2", "Ey2z2", "Ey3z", "Ey4", "c0", "rho_eff")
+
+
+@partial(jax.jit, static_argnums=1)
+def _nonlinear_errors(G, ell, mom):
+    """:func:`icl.test_error_nonlinear` of every fitted ``Gamma`` (one program per shape,
+    the moments as data)."""
+    return jax.vmap(lambda g: icl.test_error_nonlinear(g, ell, mom))(G)
 
 
 # ------------------------------------------------- sweeps at several d (shared helpers) -
@@ -347,6 +362,10 @@ _JAX_FS = {"relu": lambda z: jax.numpy.maximum(z, 0.0), "sign": jax.numpy.sign,
            "tanh": jax.numpy.tanh, "erf": jax.scipy.special.erf}
 
 
+_JAX_TARGETS = tuple(_JAX_FS.values())           # one compiled program for every target
+_TARGET_INDEX = {name: i for i, name in enumerate(_JAX_FS)}
+
+
 def _np_and_jax(name):
     from scipy.special import erf
 
@@ -397,13 +416,12 @@ def _eq_points(cfg):
 def _eq_point(cfg, p, key):
     name, d = p["f"], p["d"]
     mom = equivalent_moments(name, cfg.rho)
-    _, fj = _np_and_jax(name)
     c1 = mom["c1"]
     lin = {"c1": c1, "m2": mom["m2"], "Ey2z2": 3 * c1**2 + mom["rho_eff"],
            "Ey3z": 3 * c1 * mom["m2"], "Ey4": 3 * mom["m2"] ** 2}
     pad = _pad(d, [(cfg.alpha, t, cfg.kappa) for t in cfg.taus])
     nl = _trials(key, d, cfg.alpha, p["tau"], cfg.kappa, cfg.rho, cfg.lam, cfg.trials,
-                 f=fj, mom=mom, pad=pad)["e_icl"]
+                 target=name, mom=mom, pad=pad)["e_icl"]
     # the equivalent linear target c1 z + N(0, rho_eff), sampled exactly (O(1) context)
     eq = _trials(key, d, cfg.alpha, p["tau"], cfg.kappa, mom["rho_eff"], cfg.lam,
                  cfg.trials, mom=lin, pad=pad, scale=c1)["e_icl"]
