@@ -76,7 +76,7 @@ from . import sharding as _sharding
 from .cache import atomic_write_bytes
 
 __all__ = ["train", "clear_programs", "TrainResult", "NonFiniteError", "checkpoint_scope",
-           "minimize_lbfgs", "LBFGSResult", "set_progress", "Hyper", "hyper"]
+           "minimize_lbfgs", "LBFGSResult", "set_progress", "quiet", "Hyper", "hyper"]
 
 _PROGRESS = True
 
@@ -85,6 +85,20 @@ def set_progress(enabled: bool) -> None:
     """Show (default) or hide the progress bars of :func:`train`."""
     global _PROGRESS
     _PROGRESS = bool(enabled)
+
+
+_QUIET: contextvars.ContextVar = contextvars.ContextVar("gmtheory_train_quiet", default=False)
+
+
+@contextlib.contextmanager
+def quiet(enabled: bool = True):
+    """Inside this block :func:`train` shows no progress bar unless a call asks for one
+    (``progress=True``); ``run_simulation(progress=False)`` opens one."""
+    token = _QUIET.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _QUIET.reset(token)
 
 
 class Hyper(eqx.Module):
@@ -483,7 +497,7 @@ def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, 
                                                                      bad))
             key = _sharding.shard_leading(key) if has_key else key
             data = _sharding.shard_leading(data) if batched_data else _sharding.replicate(data)
-    show = _PROGRESS if progress is None else progress
+    show = (_PROGRESS and not _QUIET.get()) if progress is None else progress
     bar = tqdm(total=steps, initial=done, desc=desc, disable=not show, leave=False,
                unit="step", unit_scale=True)
     try:

@@ -382,7 +382,7 @@ def test_cli_figures_reuse_stale(tmp_path, monkeypatch, capsys):
         assert main(args + ["--reuse-stale"]) == 0
 
 
-def test_hyperparameters_are_data_a_second_run_compiles_nothing(tmp_path):
+def test_hyperparameters_are_data_a_second_run_compiles_nothing(tmp_path, capsys):
     """#30: the learning rate travels in the optimiser state (training.hyper) and the loss's
     settings in a module, so another learning rate reuses the compiled programs: of the
     library's population gradient descent, and of a whole training simulation."""
@@ -409,3 +409,5 @@ def test_hyperparameters_are_data_a_second_run_compiles_nothing(tmp_path):
         run_simulation("lda-sgd", "quick", {**over, "lr": 0.02}, results_dir=tmp_path / "b",
                        progress=False)
     assert st.programs == 0 and st.cache_hits == 0, st.as_dict()
+    # progress=False hides the training engine's bars too
+    assert "step/s" not in capsys.readouterr().err

@@ -43,7 +43,7 @@ from ..cache import (
     source_fingerprint,
     try_claim,
 )
-from ..training import checkpoint_scope
+from ..training import checkpoint_scope, quiet
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -443,8 +443,9 @@ def run_simulation(
                     results[i] = hit[0]
                     stats["reused"] += 1
                 else:
-                    results[i] = _compute_point(sim, cfg, points[i], i, base_key, pstem,
-                                                pkeys[i], fp, force)
+                    with quiet(not progress):      # no training bars under progress=False
+                        results[i] = _compute_point(sim, cfg, points[i], i, base_key, pstem,
+                                                    pkeys[i], fp, force)
                     stats["computed"] += 1
             finally:
                 release_claim(claim)

@@ -45,7 +45,7 @@ class ICLDenoisingConfig(SimConfig):
     d: int = 2
     gamma: float = 0.5
     xi: float = 1.0
-    Ls: tuple[int, ...] = (32, 128, 512, 2048)
+    Ls: tuple[int, ...] = (32, 128, 512)
     seeds: int = 4
     steps: int = 400
     batch: int = 16
