@@ -380,8 +380,8 @@ def _split_fns(loss_fn, value_and_grad_fn, metrics_fn):
     key = (tuple(leaves), treedef)
     try:
         hash(key)
-    except TypeError:         # an unhashable static part: key on identity (compiles anew)
-        key = id(static)
+    except TypeError:         # an unhashable static part: no cache (compiles anew)
+        key = None
     return dyn, _Keyed(key, static)
 
 
@@ -396,8 +396,8 @@ def _optimizer_parts(optimizer):
     try:
         hash(optimizer)
         key = optimizer
-    except TypeError:
-        key = id(optimizer)
+    except TypeError:         # unhashable: no cache (an id could be reused after collection)
+        key = None
     return _Keyed(key, optimizer), optimizer
 
 
@@ -462,8 +462,10 @@ def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, 
     has_key = key is not None
     fn_dyn, fn_key = _split_fns(loss_fn, value_and_grad_fn, metrics_fn)
     opt_key, tx = _optimizer_parts(optimizer)
-    run_block, init_metrics = _programs(fn_key, opt_key, record_every, block, batched,
-                                        batched_data, has_key)
+    build = (_programs.__wrapped__ if fn_key.key is None or opt_key.key is None
+             else _programs)
+    run_block, init_metrics = build(fn_key, opt_key, record_every, block, batched,
+                                    batched_data, has_key)
     n_models = jax.tree.leaves(params)[0].shape[0] if batched else None
 
     # strongly typed leaves: a weak-typed leaf (a Python float in an initialiser) comes back
