@@ -137,6 +137,13 @@ def hyper(factory: Callable, /, **kwargs) -> Hyper:
     """
     if not callable(factory):
         raise TypeError(f"factory: expected an optax optimiser factory, got {factory!r}.")
+    import inspect
+
+    params = inspect.signature(factory).parameters
+    unknown = sorted(set(kwargs) - set(params))
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        raise TypeError(f"{unknown[0]}: not a parameter of {getattr(factory, '__name__', factory)}"
+                        f"; it takes {', '.join(params)}.")
     values, static = {}, []
     for name, v in kwargs.items():
         if isinstance(v, float) or (isinstance(v, (np.ndarray, jax.Array)) and v.shape == ()

@@ -409,5 +409,7 @@ def test_hyperparameters_are_data_a_second_run_compiles_nothing(tmp_path, capsys
         run_simulation("lda-sgd", "quick", {**over, "lr": 0.02}, results_dir=tmp_path / "b",
                        progress=False)
     assert st.programs == 0 and st.cache_hits == 0, st.as_dict()
+    with pytest.raises(TypeError, match="lr: not a parameter of sgd"):
+        training.hyper(optax.sgd, lr=0.1)
     # progress=False hides the training engine's bars too
     assert "step/s" not in capsys.readouterr().err

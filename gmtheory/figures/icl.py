@@ -198,9 +198,7 @@ def _limit_points(ax, x, lim, se, label):
     if ok.any():
         ax.errorbar(x[ok] * np.exp(0.2), 1 + lim[ok], yerr=2 * se[ok], fmt="D", color="k",
                     ms=4.5, capsize=2, lw=1, label=label)
-        lo, hi = ax.get_ylim()
-        ax.set_ylim(min(lo, float(np.min(1 + lim[ok] - 2 * se[ok])) - 0.02),
-                    max(hi, float(np.max(1 + lim[ok] + 2 * se[ok])) + 0.02))
+
 
 
 def draw_equivalence(a, meta):
@@ -245,6 +243,14 @@ def draw_equivalence(a, meta):
         cx.set_xlabel("τ = n / d²")
         for x in (ax, bx, cx):
             x.axvline(1.0, color="grey", ls=":", lw=1)
+    # each row shares its y axis: make room for every extrapolated bar, after all panels
+    for row, (lim, se) in ((1, (a["gap_inf"], a["gap_inf_se"])),
+                           (2, (a["ratio_inf"], a["ratio_inf_se"]))):
+        ok = np.isfinite(lim)
+        if ok.any():
+            lo, hi = axes[row, 0].get_ylim()
+            axes[row, 0].set_ylim(min(lo, float(np.min(1 + lim[ok] - 2 * se[ok])) - 0.02),
+                                  max(hi, float(np.max(1 + lim[ok] + 2 * se[ok])) + 0.02))
     axes[0, 0].set_ylabel("test error e_f")
     axes[2, 0].set_ylabel("nonlinear / equivalent\n(paired, per trial)")
     return _finish(fig, axes, f"Nonlinearity acts as noise (α = {cfg['alpha']:g}, κ = ∞, "
