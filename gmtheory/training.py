@@ -50,6 +50,11 @@ objectives fitted here have at most a few hundred parameters, each evaluation is
 compiled call, and SciPy's line search and stopping rules (``gtol`` on the projected
 gradient, ``ftol``) are the reference implementation in float64.  ``optax.lbfgs`` would
 keep the loop on the device, which only pays when many starts are ``vmap``-ed at scale.
+
+Length: one piece because :func:`train`, its program cache, the checkpoint signature and
+the hyperparameter types share private state (what keys a program is what keys a
+checkpoint); L-BFGS is the one other fitting engine, kept beside it so that "how a model is
+fitted" has one home.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ import contextlib
 import contextvars
 import functools
 import hashlib
+import inspect
 import io
 import json
 from collections.abc import Callable
@@ -137,8 +143,6 @@ def hyper(factory: Callable, /, **kwargs) -> Hyper:
     """
     if not callable(factory):
         raise TypeError(f"factory: expected an optax optimiser factory, got {factory!r}.")
-    import inspect
-
     params = inspect.signature(factory).parameters
     unknown = sorted(set(kwargs) - set(params))
     if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
