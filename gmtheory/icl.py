@@ -318,11 +318,22 @@ def dmmse_error(key, pool, ell: int, rho: float, *, draws: int = 1000, test: str
     return dmmse_errors(key, pool, ell, rho, draws=draws, k=k)[test]
 
 
-def dmmse_errors(key, pool, ell: int, rho: float, *, draws: int = 1000, k=None) -> dict:
+def dmmse_errors(key, pool, ell: int, rho: float, *, draws: int = 1000, k=None,
+                 f=None) -> dict:
     """:func:`dmmse_error` for both tests from one compiled program:
-    ``{"icl": (mean, se), "idg": (mean, se)}``, ``draws`` prompts each."""
+    ``{"icl": (mean, se), "idg": (mean, se)}``, ``draws`` prompts each.
+
+    ``f``: a nonlinear single-index target ``y = f(x^T w) + sqrt(rho) eps`` (a JAX
+    function of an array, elementwise; ``None``: the linear target).  The posterior over
+    the pool then weighs each task by the Gaussian likelihood of the labels under ``f``
+    and predicts ``sum_j p_j f(x_q^T w_j)``; fresh ICL tasks are drawn on the sphere
+    ``|w|^2 = d`` (so ``x^T w ~ N(0, 1)``, the law the Hermite moments assume), and the
+    prompt is drawn token by token (no sufficient statistic exists for a nonlinear f)."""
     k = pool.shape[0] if k is None else int(k)
-    out = _dmmse(key, pool, k, ell, rho, draws)
+    if f is not None and not callable(f):
+        raise TypeError(f"f: expected an elementwise JAX function or None, got {f!r}.")
+    out = (_dmmse(key, pool, k, ell, rho, draws) if f is None
+           else _dmmse_dense(key, pool, k, ell, rho, draws, f))
     return {t: tuple(float(v) for v in mean_se(np.asarray(e)))
             for t, e in zip(("icl", "idg"), out, strict=True)}
 
@@ -374,6 +385,41 @@ def _dmmse(key, pool, k, ell, rho, draws):
     xq = jax.random.normal(kq, (m, d)) / jnp.sqrt(d)
     yq = jnp.sum(xq * W, 1) + jnp.sqrt(rho) * jax.random.normal(kqe, (m,))
     err = (yq - jnp.sum(xq * num, 1) / den) ** 2
+    return err[:draws], err[draws:]
+
+
+@partial(jax.jit, static_argnames=("ell", "draws", "f"))
+def _dmmse_dense(key, pool, k, ell, rho, draws, f):
+    """:func:`_dmmse` for ``y = f(x^T w) + sqrt(rho) eps``: explicit prompts ``X`` (m, l, d),
+    the log-likelihood ``-sum_i (y_i - f(x_i^T w_j))^2 / (2 rho)`` of each pool task, an
+    online softmax over chunks of ``DMMSE_CHUNK`` pool rows as there."""
+    k_max, d = pool.shape
+    c = min(DMMSE_CHUNK, k_max)
+    pool = jnp.pad(pool, ((0, -k_max % c), (0, 0)))
+    m = 2 * draws
+    kw, ki, kx, ke, kq, kqe = jax.random.split(key, 6)
+    fresh = jax.random.normal(kw, (draws, d))
+    fresh = fresh * jnp.sqrt(d) / jnp.linalg.norm(fresh, axis=1, keepdims=True)
+    W = jnp.concatenate([fresh, pool[jax.random.randint(ki, (draws,), 0, k)]])
+    X = jax.random.normal(kx, (m, ell, d)) / jnp.sqrt(d)
+    y = f(jnp.einsum("mld,md->ml", X, W)) + jnp.sqrt(rho) * jax.random.normal(ke, (m, ell))
+    xq = jax.random.normal(kq, (m, d)) / jnp.sqrt(d)
+
+    def chunk(i, state):
+        mx, den, num = state
+        P = jax.lax.dynamic_slice_in_dim(pool, i * c, c, axis=0)        # (c, d)
+        r = y[:, :, None] - f(jnp.einsum("mld,cd->mlc", X, P))
+        ll = -0.5 * jnp.sum(r * r, axis=1) / rho
+        ll = jnp.where((i * c + jnp.arange(c) < k)[None], ll, -jnp.inf)
+        new = jnp.maximum(mx, ll.max(1))
+        p = jnp.exp(ll - new[:, None])
+        s = jnp.exp(mx - new)
+        return new, den * s + p.sum(1), num * s + jnp.sum(p * f(xq @ P.T), 1)
+
+    init = (jnp.full((m,), -jnp.inf), jnp.zeros((m,)), jnp.zeros((m,)))
+    _, den, num = jax.lax.fori_loop(0, (k + c - 1) // c, chunk, init)
+    yq = f(jnp.sum(xq * W, 1)) + jnp.sqrt(rho) * jax.random.normal(kqe, (m,))
+    err = (yq - num / den) ** 2
     return err[:draws], err[draws:]
 
 

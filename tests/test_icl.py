@@ -129,3 +129,21 @@ def test_a_traced_target_index_is_the_same_target(key):
         icl.g_task_trials(key, 4, targets=fs, **kw)
     with pytest.raises(ValueError, match="target: an index"):
         icl.g_task_trials(key, 4, targets=fs, target=2, **kw)
+
+
+def test_dense_dmmse_is_the_linear_dmmse_for_an_identity_target():
+    """The token-by-token dMMSE (any f) against the sufficient-statistics dMMSE (linear f)
+    on the same pool, IDG test (both draw the task from the pool, so both estimate the same
+    expectation): within 4 SE of the difference; and with one task in the pool the
+    posterior is certain, so the IDG error is the label noise rho for a nonlinear f."""
+    d, ell, rho, k = 6, 12, 0.3, 20
+    pool = icl.sample_pool(jax.random.key(3), d, k)
+    dense = icl.dmmse_errors(jax.random.key(4), pool, ell, rho, draws=2000, f=lambda z: z)
+    exact = icl.dmmse_errors(jax.random.key(5), pool, ell, rho, draws=2000)
+    (m1, s1), (m2, s2) = dense["idg"], exact["idg"]
+    assert abs(m1 - m2) <= 4 * np.hypot(s1, s2), (dense, exact)
+    one = icl.dmmse_errors(jax.random.key(6), pool[:1], ell, rho, draws=2000, f=jnp.tanh)
+    m, s = one["idg"]
+    assert abs(m - rho) <= 4 * s and s < 0.05 * rho
+    with pytest.raises(TypeError, match="f:"):
+        icl.dmmse_errors(jax.random.key(0), pool, ell, rho, draws=8, f="relu")

@@ -104,7 +104,8 @@ def test_simulated_rule_and_bad_input():
 def test_quick_sweep_summary_and_figure(shared_results):
     """The quick run that check icl.08 and the figure read (computed once per worker, in the
     check's xdist group): shapes, ridge residuals, the theory's half point, the summary and
-    the figure's six panels."""
+    the figure's nine panels, and the dMMSE of the nonlinear targets (its in-distribution
+    error is the label noise: the posterior finds the pool task)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -120,5 +121,11 @@ def test_quick_sweep_summary_and_figure(shared_results):
     lines = get_simulation("icl-nonlinear-kappa").summary(cfg, a)
     assert any("kappa_1/2" in ln for ln in lines)
     assert any("c1 = 0" in ln for ln in lines)
+    assert any(ln.startswith("dMMSE") for ln in lines)
+    dm = a["dmmse"]                                            # (f, kappa, test, (m, se))
+    assert dm.shape == (len(cfg.dmmse_fs), len(cfg.kappas), 2, 2)
+    ok = np.isfinite(dm[..., 1, 0])
+    z = (dm[..., 1, 0][ok] - cfg.rho) / dm[..., 1, 1][ok]
+    assert np.all(np.abs(z) < 5), z
     fig = get_figure("icl-nonlinear-kappa").draw(a, meta)
-    assert len(fig.axes) == 6
+    assert len(fig.axes) == 9

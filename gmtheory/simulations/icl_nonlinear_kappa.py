@@ -263,6 +263,8 @@ class NonlinearKappaConfig(SimConfig):
     rho: float = 0.01
     lam: float = 1e-6
     trials: int = 6
+    dmmse_fs: tuple[str, ...] = ("relu", "sign")  # dMMSE at d = max(ds), alphas[0]
+    dmmse_draws: int = 256                        # test prompts per kappa, ICL and IDG each
 
 
 def _pad(cfg, d, alpha, tau):
@@ -273,7 +275,29 @@ def _pad(cfg, d, alpha, tau):
 _FIELDS = ("nonlinear_icl", "nonlinear_idg", "equivalent_icl", "equivalent_idg")
 
 
+def _dmmse_point(cfg, p, key):
+    """The Bayes predictor with the pretraining pool as prior (dMMSE) for the nonlinear
+    target ``f``, at each kappa: one pool (its own key), ``dmmse_draws`` ICL and IDG test
+    prompts; ``(kappa, test, (mean, se))``, the SE over test prompts."""
+    d, alpha, tau, f = p["d"], p["alpha"], p["tau"], p["f"]
+    ell = icl.sizes(d, alpha, tau, cfg.kappas[0])[0]
+    k_max = _pad(cfg, d, alpha, tau)[0]
+    out = np.full((len(cfg.kappas), 2, 2), np.nan)
+    for i, kappa in enumerate(cfg.kappas):
+        if not simulated(d, tau, kappa):
+            continue
+        k = icl.sizes(d, alpha, tau, kappa)[1]
+        kp, kt = jax.random.split(jax.random.fold_in(key, i))
+        pool = icl.sample_pool(kp, d, k_max)
+        r = icl.dmmse_errors(kt, pool, ell, cfg.rho, draws=cfg.dmmse_draws, k=k,
+                             f=_JAX_FS[_INDEX[f]])
+        out[i] = [r["icl"], r["idg"]]
+    return {"dmmse": out}
+
+
 def _point(cfg, p, key):
+    if p.get("dmmse"):
+        return _dmmse_point(cfg, p, key)
     d, alpha, tau, f = p["d"], p["alpha"], p["tau"], p["f"]
     pad = _pad(cfg, d, alpha, tau)
     out = {k: np.full((len(cfg.kappas), cfg.trials), np.nan) for k in _FIELDS}
@@ -291,11 +315,20 @@ def _point(cfg, p, key):
 
 
 def _points(cfg):
-    return [{"d": int(d), "alpha": float(a), "tau": float(t), "f": f}
-            for d in cfg.ds for a, t in zip(cfg.alphas, cfg.taus, strict=True) for f in cfg.fs]
+    unknown = sorted(set(cfg.dmmse_fs) - set(FUNCTIONS))
+    if unknown:
+        raise ValueError(f"dmmse_fs: unknown target {unknown[0]!r}; choose from "
+                         f"{sorted(FUNCTIONS)}.")
+    return ([{"d": int(d), "alpha": float(a), "tau": float(t), "f": f}
+             for d in cfg.ds for a, t in zip(cfg.alphas, cfg.taus, strict=True)
+             for f in cfg.fs]
+            + [{"d": int(max(cfg.ds)), "alpha": float(cfg.alphas[0]),
+                "tau": float(cfg.taus[0]), "f": f, "dmmse": True} for f in cfg.dmmse_fs])
 
 
 def _assemble(cfg, points, res):
+    dm = [r["dmmse"] for p, r in zip(points, res, strict=True) if p.get("dmmse")]
+    res = [r for p, r in zip(points, res, strict=True) if not p.get("dmmse")]
     nd, na, nf, nk = len(cfg.ds), len(cfg.alphas), len(cfg.fs), len(cfg.kappas)
     shape = (nd, na, nf, nk)
     pairs = list(zip(cfg.alphas, cfg.taus, strict=True))
@@ -309,6 +342,16 @@ def _assemble(cfg, points, res):
         for name, v in (("icl", e1), ("idg", e2), ("g", e1 - e2)):
             with np.errstate(invalid="ignore"):
                 out[f"{which}_{name}_mean"], out[f"{which}_{name}_se"] = stats.mean_se(v, -1)
+    # the paired ratio nonlinear / equivalent-linear, trial by trial (same pool, token
+    # projections and queries)
+    for name in ("icl", "idg"):
+        nl = np.array([r[f"nonlinear_{name}"] for r in res]).reshape(*shape, -1)
+        eq = np.array([r[f"equivalent_{name}"] for r in res]).reshape(*shape, -1)
+        with np.errstate(invalid="ignore"):
+            out[f"ratio_{name}_mean"], out[f"ratio_{name}_se"] = stats.mean_se(nl / eq, -1)
+    # dMMSE (nonlinear targets) at d = max(ds), alphas[0]: (f, kappa, test, (mean, se))
+    out["dmmse_fs"] = np.array(cfg.dmmse_fs, dtype=str)
+    out["dmmse"] = np.array(dm).reshape(len(cfg.dmmse_fs), nk, 2, 2)
     diff = np.array([r["nonlinear_icl"] - r["nonlinear_idg"] - r["equivalent_icl"]
                      + r["equivalent_idg"] for r in res]).reshape(*shape, -1)
     with np.errstate(invalid="ignore"):
@@ -414,6 +457,22 @@ def _summary(cfg, a):
                     f"{np.nanmax(e1) / m2:.3f}] (tau/(tau-1) = {t / (t - 1):.3f}); largest "
                     f"g_task {g[r]:.4f} +- {se[r]:.4f} at kappa = {cfg.kappas[r]:g}; "
                     f"equivalent-linear |g_task| <= {geq:.1e}")
+    for i, d in enumerate(cfg.ds):
+        parts = []
+        for name in ("icl", "idg"):
+            r = a[f"ratio_{name}_mean"][i][:, lin] - 1
+            parts.append(f"e_{name.upper()} {np.nanmin(r):+.3f} .. {np.nanmax(r):+.3f}")
+        lines.append(f"  d = {d} (c1 != 0): paired ratio nonlinear / equivalent-linear - 1: "
+                     + "; ".join(parts))
+    for q, f in enumerate(cfg.dmmse_fs):
+        dm, m2 = a["dmmse"][q], target_moments(f, cfg.rho)["m2"]
+        ok = np.isfinite(dm[:, 0, 0])
+        lines.append(f"dMMSE ({f}, d = {max(cfg.ds)}, alpha = {cfg.alphas[0]:g}, "
+                     f"{cfg.dmmse_draws} prompts per test): e_ICL/m2 "
+                     f"{np.min(dm[ok, 0, 0]) / m2:.2f} .. {np.max(dm[ok, 0, 0]) / m2:.2f}, "
+                     f"e_IDG/m2 {np.min(dm[ok, 1, 0]) / m2:.3f} .. "
+                     f"{np.max(dm[ok, 1, 0]) / m2:.3f} over kappa "
+                     f"{cfg.kappas[0]:g} .. {np.asarray(cfg.kappas)[ok][-1]:g}")
     for i, d in enumerate(cfg.ds):
         parts = []
         for which in ("nonlinear", "equivalent"):
