@@ -25,7 +25,8 @@ from scipy.special import eval_hermitenorm
 from .quadrature import normal_rule
 
 __all__ = ["coefficients", "second_moment", "effective_noise", "linear_part", "KINKED",
-           "expectation", "label_moments"]
+           "expectation", "label_moments", "equivalence_error", "naive_alternative",
+           "ALTERNATIVE_MIN_GAP"]
 
 # break points of the functions the toolkit uses by name
 KINKED = {"relu": (0.0,), "sign": (0.0,), "abs": (0.0,)}
@@ -109,6 +110,43 @@ def effective_noise(f: Callable, noise_var: float, centred: bool = False, *,
     c0, c1 = linear_part(f, kinks=kinks)
     m2 = second_moment(f, kinks=kinks) + noise_var
     return m2 - c1**2 - (c0**2 if centred else 0.0)
+
+
+def equivalence_error(mom: dict, alpha: float, tau: float, kappa: float, lam: float, *,
+                      rescale_lam: bool = True) -> float:
+    """The equivalence's d -> infinity test error of ridge-pretrained linear attention on
+    ``y = f(z) + eps``: ``c1^2 e_ridge(alpha, tau, kappa, rho_eff / c1^2, lam / c1^2)``
+    (:func:`gmtheory.icl.e_icl_ridge`), from ``mom`` = :func:`label_moments`.  The target
+    is ``c1`` times a linear target with noise ``rho_eff / c1^2`` whose ridge problem has
+    penalty ``lam / c1^2`` (docs/topics/icl.md#the-nonlinearity-noise-equivalence);
+    ``rescale_lam=False`` keeps ``lam`` as it is, the alternative check icl.10 rejects."""
+    from . import icl
+
+    c1 = mom["c1"]
+    if c1 == 0:
+        raise ValueError("mom: c1 = 0, nothing is learnable; the error is m2 tau/(tau - 1) "
+                         "(tau > 1) or m2/(1 - tau) (docs/topics/icl.md).")
+    return c1**2 * icl.e_icl_ridge(alpha, tau, kappa, mom["rho_eff"] / c1**2,
+                                   lam / c1**2 if rescale_lam else lam)
+
+
+#: a target's "naive" alternative (:func:`naive_alternative`) is resolvable at a point when
+#: it differs from :func:`equivalence_error` by at least this relative amount (ReLU and sign
+#: at icl-equivalence's quick points: 20-32 %; tanh and erf: 4-9 %); checks icl.05 and
+#: icl.10 choose their power points with it, from the theory alone
+ALTERNATIVE_MIN_GAP = 0.15
+
+
+def naive_alternative(mom: dict, alpha: float, tau: float, kappa: float, *, rho: float,
+                      lam: float) -> float:
+    """The error the equivalence's alternative predicts: ridge pretraining that sees only
+    the linear part ``c1 z + N(0, rho)`` (no extra noise from the nonlinearity), tested on
+    the nonlinear target (whose unexplained variance ``rho_eff - rho`` is added)."""
+    from . import icl
+
+    c1 = mom["c1"]
+    return (c1**2 * icl.e_icl_ridge(alpha, tau, kappa, rho / c1**2, lam / c1**2)
+            + mom["rho_eff"] - rho)
 
 
 def _named(name: str) -> Callable:

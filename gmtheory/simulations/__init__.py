@@ -36,6 +36,7 @@ def load_all() -> None:
         gma_gmm,
         gma_sims,
         icl_denoising,
+        icl_equivalence,
         icl_nonlinear_kappa,
         icl_sims,
         icl_softmax,

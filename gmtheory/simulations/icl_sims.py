@@ -4,7 +4,8 @@ pretraining simulations (ridge, exact test error, trials sharded over devices).
 * ``icl-double-descent``: e_ICL against tau, ridgeless and ridge (divergence at tau = 1).
 * ``icl-alpha``: e_ICL against alpha; non-monotone for a finite task pool.
 * ``icl-gtask``: g_task against kappa for alpha in {6, 10, 20}, tau = 0.2 alpha, with dMMSE.
-* ``icl-equivalence``: nonlinear single-index targets against the equivalent-linear theory.
+* ``icl-equivalence`` (in :mod:`.icl_equivalence`, with the nonlinear targets' helpers
+  below): nonlinear single-index targets against the equivalent-linear theory.
 * ``icl-finite-d``: simulation - theory against d (signed d x gap, weighted exponent).
 """
 
@@ -19,8 +20,8 @@ import numpy as np
 from .. import hermite, icl, stats
 from ._base import SimConfig, Simulation, assemble_grid, grid, register
 
-__all__ = ["DoubleDescentConfig", "AlphaConfig", "GtaskConfig", "EquivalenceConfig",
-           "FiniteDConfig", "EQUIV"]
+__all__ = ["DoubleDescentConfig", "AlphaConfig", "GtaskConfig", "FiniteDConfig", "EQUIV",
+           "equivalent_moments", "effective_sizes"]
 
 
 def _pad(d, grid):
@@ -377,142 +378,6 @@ def _np_and_jax(name):
 def equivalent_moments(name: str, rho: float) -> dict:
     """Hermite data of ``y = f(z) + eps`` (:func:`gmtheory.hermite.label_moments`)."""
     return hermite.label_moments(_np_and_jax(name)[0], rho, kinks=EQUIV[name][0])
-
-
-@dataclass(frozen=True)
-class EquivalenceConfig(SimConfig):
-    ds: tuple[int, ...] = (16, 32)
-    alpha: float = 2.0
-    kappa: float = float("inf")
-    rho: float = 0.1
-    lam: float = 1e-3
-    taus: tuple[float, ...] = (0.5, 2.0, 4.0)
-    fs: tuple[str, ...] = ("relu", "sign", "tanh", "erf")
-    trials: int = 6
-
-
-#: a target's "naive" alternative (linear attention sees c1 z + N(0, rho) and not the extra
-#: noise; the query side still carries rho_eff - rho) is resolvable at a point when it
-#: differs from the equivalence theory by at least this relative amount (ReLU and sign at
-#: the quick profile's points: 20-32 %; tanh and erf: 4-9 %)
-ALTERNATIVE_MIN_GAP = 0.15
-
-
-def naive_alternative(mom: dict, alpha: float, tau: float, kappa: float, rho: float,
-                      lam: float) -> float:
-    """The error the equivalence's alternative predicts: ridge pretraining that sees only
-    the linear part ``c1 z + N(0, rho)`` (no extra noise from the nonlinearity), tested on
-    the nonlinear target (whose unexplained variance ``rho_eff - rho`` is added)."""
-    c1 = mom["c1"]
-    return (c1**2 * icl.e_icl_ridge(alpha, tau, kappa, rho / c1**2, lam / c1**2)
-            + mom["rho_eff"] - rho)
-
-
-def _eq_points(cfg):
-    return grid(**_sweep_axes(cfg, "f", cfg.fs, "tau", cfg.taus),
-                keep=lambda p: effective_sizes(p["d"], cfg.alpha, p["tau"], cfg.kappa)[1])
-
-
-def _eq_point(cfg, p, key):
-    name, d = p["f"], p["d"]
-    mom = equivalent_moments(name, cfg.rho)
-    c1 = mom["c1"]
-    lin = {"c1": c1, "m2": mom["m2"], "Ey2z2": 3 * c1**2 + mom["rho_eff"],
-           "Ey3z": 3 * c1 * mom["m2"], "Ey4": 3 * mom["m2"] ** 2}
-    pad = _pad(d, [(cfg.alpha, t, cfg.kappa) for t in cfg.taus])
-    nl = _trials(key, d, cfg.alpha, p["tau"], cfg.kappa, cfg.rho, cfg.lam, cfg.trials,
-                 target=name, mom=mom, pad=pad)["e_icl"]
-    # the equivalent linear target c1 z + N(0, rho_eff), sampled exactly (O(1) context)
-    eq = _trials(key, d, cfg.alpha, p["tau"], cfg.kappa, mom["rho_eff"], cfg.lam,
-                 cfg.trials, mom=lin, pad=pad, scale=c1)["e_icl"]
-    return {"nonlinear": nl, "equivalent": eq}
-
-
-def _eq_theory(cfg, mom, alpha, tau):
-    c1 = mom["c1"]
-    return c1**2 * icl.e_icl_ridge(alpha, tau, cfg.kappa, mom["rho_eff"] / c1**2,
-                                   cfg.lam / c1**2)
-
-
-def _extrapolated(ds, mean, se):
-    """Per point (the trailing axes), the d -> inf limit of ``mean`` (d, ...) under an O(1/d)
-    bias, fitted through every d (:func:`stats.extrapolate_inverse`), and its SE."""
-    lim, lim_se = np.full(mean.shape[1:], np.nan), np.full(mean.shape[1:], np.nan)
-    if len(ds) < 2:
-        return lim, lim_se
-    for idx in np.ndindex(*mean.shape[1:]):
-        m, e = mean[(slice(None),) + idx], se[(slice(None),) + idx]
-        if np.all(np.isfinite(m)) and np.all(np.isfinite(e)):
-            lim[idx], lim_se[idx] = stats.extrapolate_inverse(ds, m, e)
-    return lim, lim_se
-
-
-def _eq_assemble(cfg, points, res):
-    grid = _log_distance_grid(0.1, 6.0, 60, closest=1e-3)
-    moms = [equivalent_moments(name, cfg.rho) for name in cfg.fs]
-    ds = np.array(cfg.ds, float)
-    out = {"tau_grid": grid, "taus": np.array(cfg.taus), "ds": np.array(cfg.ds),
-           "fs": np.array(cfg.fs),
-           "theory": np.array([[_eq_theory(cfg, m, cfg.alpha, t) for t in grid] for m in moms]),
-           "hermite": np.array([[m["c0"], m["c1"], m["m2"], m["rho_eff"]] for m in moms])}
-    th = np.array([[[_eq_theory(cfg, m, *_eff(d, cfg.alpha, t, cfg.kappa)[:2])
-                     for t in cfg.taus] for m in moms] for d in cfg.ds])
-    alt = np.array([[[naive_alternative(m, *_eff(d, cfg.alpha, t, cfg.kappa)[:2], cfg.kappa,
-                                        cfg.rho, cfg.lam)
-                      for t in cfg.taus] for m in moms] for d in cfg.ds])
-    eq = _sweep_grid(cfg, points, res, "f", cfg.fs, "tau", cfg.taus, "equivalent")
-    out["eq_mean"], out["eq_se"] = stats.mean_se(eq, axis=-1)
-    out["equivalent"] = eq
-    nl = _sweep_grid(cfg, points, res, "f", cfg.fs, "tau", cfg.taus, "nonlinear")
-    out = _gap_stats(out, nl, th)
-    # the paired ratio nonlinear / equivalent-linear, trial by trial (same pool, same
-    # queries), and its d -> inf limit under an O(1/d) bias
-    out["ratio_mean"], out["ratio_se"] = stats.mean_se(nl / eq, axis=-1)
-    out["ratio_inf"], out["ratio_inf_se"] = _extrapolated(ds, out["ratio_mean"] - 1,
-                                                          out["ratio_se"])
-    out["gap_inf"], out["gap_inf_se"] = _extrapolated(ds, out["rel_gap"], out["rel_se"])
-    # the naive alternative at the same points
-    out["alternative_at"] = alt
-    out["alt_gap_inf"], out["alt_gap_inf_se"] = _extrapolated(
-        ds, out["sim_mean"] / alt - 1, out["sim_se"] / alt)
-    # signed: equivalence theory / alternative - 1 at the nominal sizes (d -> inf)
-    out["alt_theory_gap"] = np.array(
-        [[_eq_theory(cfg, m, cfg.alpha, t)
-          / naive_alternative(m, cfg.alpha, t, cfg.kappa, cfg.rho, cfg.lam) - 1
-          for t in cfg.taus] for m in moms])
-    return out
-
-
-def _eq_summary(cfg, a):
-    lines = [f"alpha = {cfg.alpha}, kappa = {cfg.kappa}, rho = {cfg.rho}, lambda = "
-             f"{cfg.lam:g}, d = {', '.join(map(str, cfg.ds))}; mean +- 2 SE over {cfg.trials} "
-             "trials per point"]
-    for j, name in enumerate(cfg.fs):
-        c0, c1, m2, re = a["hermite"][j]
-        parts = []
-        for i, d in enumerate(cfg.ds):
-            nl, eq = a["sim_mean"][i, j], a["eq_mean"][i, j]
-            parts.append(f"d = {d}: nonlinear vs equivalent-linear max rel. gap "
-                         f"{np.nanmax(np.abs(nl - eq) / eq):.3f}, nonlinear vs theory "
-                         f"{np.nanmax(np.abs(a['rel_gap'][i, j])):.3f}")
-        lines.append(f"{name}: c0 = {c0:.3f}, c1 = {c1:.3f}, rho_eff = {re:.3f}; "
-                     + "; ".join(parts))
-    if len(cfg.ds) > 1:
-        r, rse = a["ratio_inf"], a["ratio_inf_se"]
-        g, gse = a["gap_inf"], a["gap_inf_se"]
-        lines.append(f"d -> inf (a + b/d through d = {', '.join(map(str, cfg.ds))}): paired "
-                     f"ratio nonlinear / equivalent - 1 in [{np.nanmin(r):+.3f}, "
-                     f"{np.nanmax(r):+.3f}], max |.|/SE {np.nanmax(np.abs(r) / rse):.2f}; "
-                     f"nonlinear / theory - 1 in [{np.nanmin(g):+.3f}, {np.nanmax(g):+.3f}], "
-                     f"max |.|/SE {np.nanmax(np.abs(g) / gse):.2f}")
-    return lines + _gap_summary(cfg, a, "nonlinear e_f")
-
-
-register(Simulation(
-    name="icl-equivalence",
-    description="Nonlinear single-index targets vs the equivalent linear model.",
-    config_cls=EquivalenceConfig, points=_eq_points,
-    run_point=_eq_point, assemble=_eq_assemble, summary=_eq_summary))
 
 
 # ---------------------------------------------------------------- finite d -------------

@@ -249,14 +249,13 @@ def check_sim_theory():
     experiment="icl-equivalence",
 )
 def check_equivalence():
-    from ..simulations.icl_sims import ALTERNATIVE_MIN_GAP
-
     a = experiment("icl.05-nonlinearity-noise-equivalence")   # the run the figure draws
     ds, trials = np.asarray(a["ds"]), int(a["sim"].shape[-1])
     r, rse = np.asarray(a["ratio_inf"]), np.asarray(a["ratio_inf_se"])
     g, gse = np.asarray(a["gap_inf"]), np.asarray(a["gap_inf_se"])
     th_alt = np.asarray(a["alt_theory_gap"])          # equivalence theory / alternative - 1
-    resolvable = np.abs(th_alt) >= ALTERNATIVE_MIN_GAP
+    gap = hermite.ALTERNATIVE_MIN_GAP
+    resolvable = np.abs(th_alt) >= gap
     # on the side of the alternative where the equivalence theory lies
     ag = (np.sign(th_alt) * np.asarray(a["alt_gap_inf"]))[resolvable]
     agse = np.asarray(a["alt_gap_inf_se"])[resolvable]
@@ -288,11 +287,58 @@ def check_equivalence():
         lower_bound(pooled - t * pooled_se, 0.0,
                     "power: at the points where the naive alternative (pretraining that sees "
                     "c1 z + N(0, rho) only) differs from the equivalence theory by >= "
-                    f"{ALTERNATIVE_MIN_GAP:.0%} ({int(resolvable.sum())} points, chosen from "
+                    f"{gap:.0%} ({int(resolvable.sum())} points, chosen from "
                     "the theory alone), the simulation lies on the equivalence theory's side "
                     "of the alternative: the mean d -> inf gap sign x (sim / alternative - 1) "
                     "minus t x its SE is positive",
                     name="mean (sim / alternative - 1)(d -> inf) - t SE"),
+        details=det)
+
+
+@register_check(
+    "icl.10-ridge-rescaling",
+    "The equivalence carries the ridge penalty with it: for y = f(x^T w) + eps (ReLU, tanh) "
+    "pretrained with ridge lambda near the interpolation peak (tau = 1.25, lambda = 0.01, "
+    "0.1, 1), the error is c1^2 e_ridge(rho_eff / c1^2, lambda / c1^2), not the same with "
+    "lambda unrescaled: the icl-equivalence figure's own run (d = 16 and 32, 6 trials), "
+    "each O(1/d) bias extrapolated out by a + b/d.",
+    "docs/topics/icl.md#the-nonlinearity-noise-equivalence",
+    experiment="icl-equivalence",
+)
+def check_ridge_rescaling():
+    a = experiment("icl.10-ridge-rescaling")             # the run the figure draws
+    ds, trials = np.asarray(a["ds"]), int(a["sim"].shape[-1])
+    g, gse = np.asarray(a["lam_gap_inf"]), np.asarray(a["lam_gap_inf_se"])
+    th_alt = np.asarray(a["lam_alt_theory_gap"])      # rescaled / unrescaled theory - 1
+    gap = hermite.ALTERNATIVE_MIN_GAP
+    resolvable = np.abs(th_alt) >= gap
+    # (sim / unrescaled - 1) on the side where the rescaled theory lies
+    ag = (np.sign(th_alt) * np.asarray(a["lam_gap_inf_unscaled"]))[resolvable]
+    agse = np.asarray(a["lam_gap_inf_unscaled_se"])[resolvable]
+    m = g.size
+    t = bonferroni_t(m + 1, trials - 1, 0.05)
+    pooled, pooled_se = float(np.mean(ag)), float(np.sqrt(np.sum(agse**2)) / ag.size)
+    det = {"ds": ds.tolist(), "trials": trials, "t": t, "tau": float(a["lam_tau"]),
+           "lams": np.asarray(a["lam_values"]).tolist(),
+           "fs": [str(f) for f in a["lam_fs"]],
+           "sim_over_theory_minus_1_d_inf": g.tolist(), "its_se": gse.tolist(),
+           "theory_rescaled_over_unrescaled_minus_1": th_alt.tolist(),
+           "sim_over_unrescaled_minus_1_d_inf": np.asarray(a["lam_gap_inf_unscaled"]).tolist(),
+           "pooled": pooled, "pooled_se": pooled_se}
+    return Outcome(
+        agreement(float(np.max(np.abs(g) / gse)), t,
+                  "nonlinear simulation / c1^2 e_ridge(rho', lambda / c1^2) (at the simulated "
+                  "sizes) minus 1, extrapolated to d -> inf by a + b/d through d = "
+                  f"{ds.tolist()}, over its SE at every (f, lambda): zero within t = {t:.2f} "
+                  f"(Student t, {trials - 1} dof, Bonferroni over {m + 1} tests, family-wise "
+                  "5 %)", name="max |sim / theory - 1|(d -> inf) / SE"),
+        lower_bound(pooled - t * pooled_se, 0.0,
+                    "power: at the (f, lambda) where the unrescaled theory c1^2 e_ridge(rho', "
+                    f"lambda) differs from the rescaled one by >= {gap:.0%} "
+                    f"({int(resolvable.sum())} of {m}, chosen from the theory alone), the "
+                    "simulation lies on the rescaled theory's side: the mean d -> inf gap "
+                    "sign x (sim / unrescaled - 1) minus t x its SE is positive",
+                    name="mean (sim / unrescaled - 1)(d -> inf) - t SE"),
         details=det)
 
 
