@@ -54,14 +54,20 @@ def _check(alpha=None, rho=None, d=None):
                          f"d -> infinity), got {d!r}.")
 
 
-def sample_prompts(key, d: int, ell: int, rho: float, n: int):
+def sample_prompts(key, d: int, ell: int, rho: float, n: int, *, fast: bool = False):
     """``n`` prompts of ``ell`` tokens with a fresh sphere task each.
 
-    Returns a dict: ``X`` (n, ell, d), ``y`` (n, ell), ``xq`` (n, d), ``yq`` (n,)."""
+    Returns a dict: ``X`` (n, ell, d), ``y`` (n, ell), ``xq`` (n, d), ``yq`` (n,).
+    ``fast=True`` draws the tokens ``X`` as float32 normals used in the working precision
+    (1.7x faster on CPU; each draw rounded at 6e-8 relative, tails cut at |z| ~ 5.4, far
+    below any Monte Carlo error): for training, where the draws are the bulk of a step."""
     kw, kx, ke, kq, kqe = jax.random.split(key, 5)
     w = jax.random.normal(kw, (n, d))
     w = w * jnp.sqrt(d) / jnp.linalg.norm(w, axis=1, keepdims=True)
-    X = jax.random.normal(kx, (n, ell, d)) / jnp.sqrt(d)
+    if fast:
+        X = jax.random.normal(kx, (n, ell, d), jnp.float32).astype(w.dtype) / jnp.sqrt(d)
+    else:
+        X = jax.random.normal(kx, (n, ell, d)) / jnp.sqrt(d)
     y = jnp.einsum("nld,nd->nl", X, w) + jnp.sqrt(rho) * jax.random.normal(ke, (n, ell))
     xq = jax.random.normal(kq, (n, d)) / jnp.sqrt(d)
     yq = jnp.sum(xq * w, 1) + jnp.sqrt(rho) * jax.random.normal(kqe, (n,))

@@ -4,9 +4,9 @@
 Per point ``(d, alpha)``, ``seeds`` softmax heads (:func:`gmtheory.icl_softmax.softmax_head`,
 every parameter free: ``A``, ``b``, ``c``, ``e``) and ``seeds`` linear-attention heads (the
 reduced form ``x_q^T Gamma h`` of Lu et al.) are trained at once by
-:func:`gmtheory.training.train` on fresh prompts at every step (a fresh task per prompt:
-``tau, kappa = inf``), Adam with a cosine schedule.  Evaluation, on ``n_eval`` fresh prompts
-shared by every head (paired):
+:func:`gmtheory.training.train`, all on the same fresh prompts at every step (a fresh task
+per prompt: ``tau, kappa = inf``), Adam with a cosine schedule.  Evaluation, on ``n_eval``
+fresh prompts shared by every head (paired):
 
 * the trained softmax heads, by Monte Carlo (mean and SE per seed);
 * the isotropic head at the derived optimum ``(t*, g*)`` of
@@ -57,45 +57,43 @@ def _records(steps):
     return next(r for r in range(max(1, steps // 10), steps + 1) if steps % r == 0)
 
 
-def _fit(key, kind, d, ells, rho, seeds, steps, batch, lr):
-    """``seeds`` independent runs, each training one head of ``kind`` per prompt length in
-    ``ells`` on the same fresh prompts (padded to the longest length; each head reads its
-    own first ``l`` tokens; the heads of a run do not interact: Adam and elementwise
-    clipping act per parameter).  Returns parameters with leading axes (length, seed)."""
+def _fit(key, d, ells, rho, seeds, steps, batch, lr):
+    """``seeds`` independent runs, each training one softmax head and one linear-attention
+    head per prompt length in ``ells``, all on the same fresh prompts at every step (padded
+    to the longest length; each head reads its own first ``l`` tokens).  The heads do not
+    interact: the loss is a sum of their losses, and Adam and elementwise clipping act per
+    parameter, so each head trains as it would alone, and the softmax - linear comparison
+    is paired from the first step.  Returns ``(softmax, linear)`` parameters with leading
+    axes (length, seed)."""
     A_ = len(ells)
     keys = jax.random.split(key, seeds * A_ + 1)
-    if kind == "softmax":
-        # trained in units A / sqrt(d) (the optimum is ~ I), so one learning rate suits A,
-        # b, c and e; converted back below
-        p0 = jax.vmap(lambda k: S.init_softmax_head(k, d))(keys[1:])
-        p0 = jax.tree.map(lambda x: x.reshape(seeds, A_, *x.shape[1:]), p0)
-        p0["A"] = p0["A"] / math.sqrt(d)
-
-        def model(q, *args):
-            return S.softmax_head({**q, "A": math.sqrt(d) * q["A"]}, *args)
-    else:
-        p0 = jnp.zeros((seeds, A_, d, d + 1))
-        model = S.linear_head
+    # the softmax heads are trained in units A / sqrt(d) (the optimum is ~ I), so one
+    # learning rate suits A, b, c and e; converted back below
+    soft = jax.vmap(lambda k: S.init_softmax_head(k, d))(keys[1:])
+    soft = jax.tree.map(lambda x: x.reshape(seeds, A_, *x.shape[1:]), soft)
+    soft["A"] = soft["A"] / math.sqrt(d)
+    p0 = {"softmax": soft, "linear": jnp.zeros((seeds, A_, d, d + 1))}
     L = max(ells)
     ell = jnp.asarray(ells)
 
     def loss(p, _data, k):
-        b = S.sample_prompts(k, d, L, rho, batch)
-        err = jax.vmap(lambda q, l: jnp.mean((b["yq"] - model(q, b["X"], b["y"], b["xq"], l))
-                                             ** 2))(p, ell)
-        return jnp.sum(err)
+        b = S.sample_prompts(k, d, L, rho, batch, fast=True)
+        args = (b["X"], b["y"], b["xq"])
+        mse = lambda yh: jnp.mean((b["yq"] - yh) ** 2)
+        es = jax.vmap(lambda q, l: mse(S.softmax_head({**q, "A": math.sqrt(d) * q["A"]},
+                                                      *args, l)))(p["softmax"], ell)
+        el = jax.vmap(lambda g, l: mse(S.linear_head(g, *args, l)))(p["linear"], ell)
+        return jnp.sum(es) + jnp.sum(el)
 
     sched = optax.cosine_decay_schedule(lr, steps, alpha=1e-2)
     opt = optax.chain(optax.clip(1.0), optax.adam(sched))
     res = train(loss, p0, opt, steps=steps, key=jax.random.split(keys[0], seeds),
-                record_every=_records(steps), batched=True,
-                desc=f"icl-softmax {kind} d={d}",
-                tag=["icl-softmax", kind, d, list(ells), rho, batch, lr])
+                record_every=_records(steps), batched=True, desc=f"icl-softmax d={d}",
+                tag=["icl-softmax", d, list(ells), rho, batch, lr])
     out = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1).reshape(A_ * seeds, *x.shape[2:]),
                        res.params)
-    if kind == "softmax":
-        out["A"] = math.sqrt(d) * out["A"]
-    return out
+    out["softmax"]["A"] = math.sqrt(d) * out["softmax"]["A"]
+    return out["softmax"], out["linear"]
 
 
 @partial(jax.jit, static_argnames=("d", "L", "n", "chunk"))
@@ -119,9 +117,8 @@ def _point(cfg, p, key):
     d = int(p["d"])
     ells = [_ell(d, a) for a in cfg.alphas]
     S_, A_ = int(cfg.seeds), len(ells)
-    ks, kl, ke = jax.random.split(key, 3)
-    soft = _fit(ks, "softmax", d, ells, cfg.rho, S_, cfg.steps, cfg.batch, cfg.lr)
-    gam = _fit(kl, "linear", d, ells, cfg.rho, S_, cfg.steps, cfg.batch, cfg.lr)
+    kf, ke = jax.random.split(key)
+    soft, gam = _fit(kf, d, ells, cfg.rho, S_, cfg.steps, cfg.batch, cfg.lr)
     opts = [S.softmax_head_optimum(ell / d, cfg.rho, d) for ell in ells]
     iso = jax.tree.map(lambda *x: jnp.stack(x),
                        *[S.isotropic_params(d, o["t"], o["g"]) for o in opts])
