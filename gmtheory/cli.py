@@ -15,6 +15,7 @@ EPILOG = """examples:
   gmtheory verify --only lda           the lda.* checks (a group name, else a substring)
   gmtheory figures                     all figures, quick profile, into figures/
   gmtheory figures fig1 fig4 fig5      named figures
+  gmtheory figures --profile paper     paper profiles, from simulations/committed/ where kept
   gmtheory run prompt-convergence --set reps=128,Ls=100,1000,10000
   gmtheory run denoise-fig2 --config my.toml   key = value lines over simulations/NAME.toml
   gmtheory run lda-sweep --set pi_pos=0.5,0.7,0.9,separation=1,2,d=2,5
@@ -59,7 +60,8 @@ def cmd_figures(args) -> int:
         t0 = time.perf_counter()
         path = make_figure(n, profile=args.profile, out_dir=args.out, results_dir=args.results,
                            force=args.force, progress=not args.no_progress,
-                           reuse_stale=args.reuse_stale)
+                           reuse_stale=args.reuse_stale, committed=not args.recompute,
+                           on_note=lambda text: print(f"  drawn from {text}"))
         print(f"{n:<24} {path}  ({time.perf_counter() - t0:.1f} s)")
     return 0
 
@@ -109,6 +111,9 @@ def cmd_run(args) -> int:
         profile = profile or named
     profile = profile or "quick"
     overrides = {**overrides, **parse_overrides(sim.config_cls, args.set)}
+    if args.commit and overrides:
+        raise ValueError("--commit: a committed result stands for a profile; run it without "
+                         "--config and --set.")
     cfg = make_config(sim, profile, overrides)
     joined = _distributed(args)
     try:
@@ -131,6 +136,12 @@ def cmd_run(args) -> int:
     where = (f"points computed here: {st['computed']}, reused: {st['reused']}" if st
              else "loaded from the cache")
     print(f"results: {stem}.npz (+ .json); {where}")
+    if args.commit:
+        from .simulations.committed import commit_result
+
+        out = commit_result(args.simulation, profile, results_dir=args.results, progress=False)
+        print(f"committed: {out}.npz (+ .json); `gmtheory figures --profile {profile}` "
+              "draws from it")
     return 0
 
 
@@ -466,6 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--reuse-stale", action="store_true",
                     help="draw cached results even if the code that made them has changed "
                          "(prints a warning naming the changed files)")
+    sp.add_argument("--recompute", action="store_true",
+                    help="ignore committed results (simulations/committed/; used by default "
+                         "for --profile paper where one matches the profile's config)")
     common(sp)
     sp.set_defaults(func=cmd_figures)
 
@@ -483,6 +497,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--results", default=RESULTS,
                     help=f"simulation cache folder (default {RESULTS}/)")
     sp.add_argument("--force", action="store_true", help="ignore the cache")
+    sp.add_argument("--commit", action="store_true",
+                    help="also copy the result to simulations/committed/SIMULATION/PROFILE "
+                         "(kept in git; `figures --profile PROFILE` draws from it); profiles "
+                         "only, not with --config or --set")
     sp.add_argument("--coordinator", metavar="HOST:PORT",
                     help="join a jax.distributed job (several processes or hosts share the "
                          "sweep's points through the results folder); or JAX_COORDINATOR_ADDRESS")

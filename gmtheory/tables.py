@@ -4,8 +4,8 @@
 * :func:`figures_index` — every registered figure: caption, the command that redraws it,
   its simulation and the checks that back its claim;
 * :func:`simulations_index` — every simulation: what it runs, its quick and paper
-  configurations (from ``simulations/NAME.toml``), and its measured quick run time (from
-  ``docs/measured/simulations.json``, written by :func:`measure_simulations`).
+  configurations (``simulations/NAME.toml``), its measured quick run time
+  (``docs/measured/simulations.json``, :func:`measure_simulations`) and its committed result.
 
 These belong to the application layer (like :mod:`gmtheory.cli`): they import the
 registries; the library modules never import them.
@@ -72,8 +72,7 @@ def checks_report(results, *, links: bool = False) -> list[str]:
              "bold is the one the verify table shows: the first failing one of a FAIL or "
              "FINDING, else the first.", "",
              "| check | claim | reference | comparisons (kind: expectation, measured; why) | "
-             "verdict | s (XLA programs compiled) |",
-             "|---|---|---|---|---|---|"]
+             "verdict | s (XLA programs compiled) |", "|---|---|---|---|---|---|"]
     for r in results:
         parts = []
         for i, c in enumerate(r.comparisons):
@@ -280,7 +279,12 @@ def simulations_index(timings: dict | None = None) -> str:
            "the base (default quick); `--set` applies on top of both. Results are cached in "
            "`simulations/results/<name>/` (the default `--results` folder) as `.npz` + JSON "
            "sidecar, keyed by the config and by a fingerprint of the source code that "
-           f"produced them. Quick run times: {how}", ""]
+           "produced them. Runs too long for the tests (paper profiles) are kept in git: "
+           "`gmtheory run NAME --profile paper --commit` copies the result to "
+           "`simulations/committed/NAME/paper.npz` (+ `.json`, with the commit, the run's "
+           "wall time and the machine), and `gmtheory figures --profile paper` draws from it "
+           "while its config is the profile's (`--recompute` ignores it). Quick run times: "
+           f"{how}", ""]
     for name in sorted(SIMULATIONS):
         sim = SIMULATIONS[name]
         order = [f.name for f in dataclasses.fields(sim.config_cls)]
@@ -291,8 +295,23 @@ def simulations_index(timings: dict | None = None) -> str:
                 f"* profiles: `simulations/{name}.toml`",
                 f"* quick: `{_config_text(quick)}`",
                 f"* paper: `{_changed(quick, paper)}`",
-                f"* quick run time: {f'{t:.0f} s' if t is not None else 'not measured'}", ""]
+                f"* quick run time: {f'{t:.0f} s' if t is not None else 'not measured'}",
+                f"* paper result: {_committed_text(name)}", ""]
     return "\n".join(out)
+
+
+def _committed_text(name: str) -> str:
+    """The committed paper result of ``name``: its commit, run time and machine."""
+    from .simulations.committed import committed_stem, load_committed
+
+    js = committed_stem(name, "paper").with_suffix(".json")
+    if not js.exists():
+        return "not committed (`gmtheory run NAME --profile paper --commit`)"
+    c = json.loads(js.read_text()).get("committed", {})
+    stale = "" if load_committed(name, "paper") else "; **stale: the profile changed, rerun**"
+    return (f"`simulations/committed/{name}/paper.npz`, commit {str(c.get('git'))[:10]}, "
+            f"{(c.get('run_seconds') or 0) / 60:.1f} min on {c.get('cpu_count')} cores "
+            f"({c.get('machine')}){stale}")
 
 
 def measure_simulations(names=None, measured_dir=MEASURED, results_dir=None) -> dict:

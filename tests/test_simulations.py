@@ -189,3 +189,61 @@ def test_grid_and_assemble_grid():
         assemble_grid(part, res, axes)
     x = assemble_grid(part, res, axes, fill=np.nan)["x"]
     assert x.shape == (2, 3, 2) and np.isnan(x[:, 1]).all() and (x[:, 2] == 3.0).all()
+
+
+# ----------------------------------------------------------------- committed results
+
+def test_commit_and_load_a_result(tmp_path, monkeypatch):
+    """``run --commit`` copies a run to simulations/committed/NAME/PROFILE; it is used only
+    while the profile's config is the one it was run with."""
+    import dataclasses
+
+    from gmtheory.simulations import committed
+
+    monkeypatch.setattr(committed, "profiles_dir", lambda: tmp_path / "sims")
+    assert committed.load_committed("gated-experts", "quick") is None
+    stem = committed.commit_result("gated-experts", "quick", results_dir=tmp_path / "cache",
+                                   progress=False)
+    assert stem == tmp_path / "sims" / "committed" / "gated-experts" / "quick"
+    arrays, meta, note = committed.load_committed("gated-experts", "quick")
+    fresh, _, _ = run_simulation("gated-experts", "quick", results_dir=tmp_path / "cache",
+                                 progress=False)
+    assert sorted(arrays) == sorted(fresh)
+    for k in arrays:
+        np.testing.assert_array_equal(arrays[k], fresh[k])
+    assert meta["committed"]["git"] is not None and "committed result of commit" in note
+    # another config (the TOML changed): not used
+    real = committed.make_config
+    monkeypatch.setattr(committed, "make_config",
+                        lambda sim, profile: dataclasses.replace(real(sim, profile), seed=1))
+    assert committed.load_committed("gated-experts", "quick") is None
+    with pytest.raises(ValueError, match="simulation"):
+        committed.committed_stem("no-such-sim")
+
+
+def _committed():
+    from gmtheory.simulations.committed import committed_stem
+
+    root = committed_stem("gated-experts").parent.parent
+    return sorted(p.with_suffix("") for p in root.glob("*/*.json"))
+
+
+@pytest.mark.parametrize("stem", _committed(), ids=lambda p: f"{p.parent.name}-{p.name}")
+def test_committed_results_match_their_profiles_and_draw(stem):
+    """Every committed result still matches its profile's config (else `figures --profile
+    paper` would recompute it) and every figure of its simulation draws from it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gmtheory.figures import all_figures, get_figure
+    from gmtheory.simulations.committed import load_committed
+
+    hit = load_committed(stem.parent.name, stem.name)
+    assert hit is not None, f"{stem}: its config is not the current {stem.name} profile"
+    arrays, meta, _ = hit
+    figs = [n for n in all_figures() if get_figure(n).simulation == stem.parent.name]
+    assert figs
+    for n in figs:
+        plt.close(get_figure(n).draw(arrays, meta))

@@ -66,21 +66,34 @@ def style_path() -> Path:
 
 def make_figure(name: str, *, profile="quick", out_dir="figures",
                 results_dir="simulations/results",
-                force=False, progress=True, reuse_stale=False) -> Path:
+                force=False, progress=True, reuse_stale=False, committed=True,
+                on_note=None) -> Path:
     """Run (or load) the figure's simulation, draw it and save ``<out_dir>/<name>.png``.
 
     ``reuse_stale`` draws a cached result even if the code that produced it has changed
-    (with a :class:`gmtheory.cache.StaleResultWarning` naming the changed files)."""
+    (with a :class:`gmtheory.cache.StaleResultWarning` naming the changed files).  For a
+    profile other than quick, a committed result of the profile's current config
+    (:mod:`gmtheory.simulations.committed`) is drawn instead of computing, unless
+    ``committed=False`` or ``force``; ``on_note(text)`` hears where it came from."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from ..simulations import run_simulation
+    from ..simulations.committed import load_committed
 
     fig_spec = get_figure(name)
-    arrays, meta, _ = run_simulation(fig_spec.simulation, profile, results_dir=results_dir,
-                                     force=force, progress=progress, reuse_stale=reuse_stale)
+    hit = (load_committed(fig_spec.simulation, profile)
+           if committed and not force and profile != "quick" else None)
+    if hit is not None:
+        arrays, meta, note = hit
+        if on_note is not None:
+            on_note(note)
+    else:
+        arrays, meta, _ = run_simulation(fig_spec.simulation, profile, results_dir=results_dir,
+                                         force=force, progress=progress,
+                                         reuse_stale=reuse_stale)
     with plt.style.context(str(style_path())):
         fig = fig_spec.draw(arrays, meta)
         fig.text(0.01, -0.02, fig_spec.caption, ha="left", va="top", fontsize=9, wrap=True,
