@@ -14,7 +14,7 @@ from pathlib import Path
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = {"figures": ("*.png",), "derivations": ("*.md",)}
+FOLDERS = {"figures": ("*.png", "paper/*.png"), "derivations": ("*.md",)}
 
 
 def _generated_pages() -> dict[str, str]:
@@ -32,7 +32,7 @@ def on_files(files, config):
     for folder, patterns in FOLDERS.items():
         for pattern in patterns:
             for path in sorted((ROOT / folder).glob(pattern)):
-                uri = f"{folder}/{path.name}"
+                uri = f"{folder}/{path.relative_to(ROOT / folder).as_posix()}"
                 if files.get_file_from_path(uri) is None:
                     files.append(File(uri, str(ROOT), config["site_dir"],
                                       config["use_directory_urls"]))
