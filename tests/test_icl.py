@@ -147,3 +147,14 @@ def test_dense_dmmse_is_the_linear_dmmse_for_an_identity_target():
     assert abs(m - rho) <= 4 * s and s < 0.05 * rho
     with pytest.raises(TypeError, match="f:"):
         icl.dmmse_errors(jax.random.key(0), pool, ell, rho, draws=8, f="relu")
+
+
+@pytest.mark.parametrize("sets, match", [({"lam_fs": ("cube",)}, "lam_fs"),
+                                         ({"lams": (0.0, 0.1)}, "lams"),
+                                         ({"lam_tau": 1.0}, "lam_tau")])
+def test_bad_ridge_sweep_settings_are_named(sets, match):
+    from gmtheory.simulations import get_simulation
+    from gmtheory.simulations.icl_equivalence import EquivalenceConfig
+
+    with pytest.raises(ValueError, match=match):
+        get_simulation("icl-equivalence").points(EquivalenceConfig(**sets))

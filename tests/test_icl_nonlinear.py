@@ -129,3 +129,11 @@ def test_quick_sweep_summary_and_figure(shared_results):
     assert np.all(np.abs(z) < 5), z
     fig = get_figure("icl-nonlinear-kappa").draw(a, meta)
     assert len(fig.axes) == 9
+
+
+@pytest.mark.parametrize("sets, match", [({"dmmse_fs": ("relu", "cube")}, "dmmse_fs"),
+                                         ({"dmmse_draws": 1}, "dmmse_draws")])
+def test_bad_dmmse_settings_are_named(sets, match):
+    cfg = nk.NonlinearKappaConfig(**sets)
+    with pytest.raises(ValueError, match=match):
+        get_simulation("icl-nonlinear-kappa").points(cfg)

@@ -55,6 +55,9 @@ def _eq_points(cfg):
     if unknown:
         raise ValueError(f"lam_fs: unknown target {unknown[0]!r}; choose from "
                          f"{sorted(_TARGET_INDEX)}.")
+    if any(not v > 0 for v in cfg.lams) or not (cfg.lam_tau > 0 and cfg.lam_tau != 1):
+        raise ValueError(f"lams, lam_tau: the ridge sweep needs lambda > 0 and tau > 0, "
+                         f"tau != 1; got lams = {list(cfg.lams)}, lam_tau = {cfg.lam_tau}.")
     main = grid(**_sweep_axes(cfg, "f", cfg.fs, "tau", cfg.taus),
                 keep=lambda p: effective_sizes(p["d"], cfg.alpha, p["tau"], cfg.kappa)[1])
     # the ridge sweep: one tau near 1, several lambda (points carry "lam")

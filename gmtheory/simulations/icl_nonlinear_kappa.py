@@ -319,6 +319,9 @@ def _points(cfg):
     if unknown:
         raise ValueError(f"dmmse_fs: unknown target {unknown[0]!r}; choose from "
                          f"{sorted(FUNCTIONS)}.")
+    if cfg.dmmse_fs and cfg.dmmse_draws < 2:
+        raise ValueError(f"dmmse_draws: {cfg.dmmse_draws} test prompts give no standard "
+                         "error; use at least 2 (or dmmse_fs = [] for no dMMSE).")
     return ([{"d": int(d), "alpha": float(a), "tau": float(t), "f": f}
              for d in cfg.ds for a, t in zip(cfg.alphas, cfg.taus, strict=True)
              for f in cfg.fs]
