@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 RESULTS = "simulations/results"  # the default cache folder (beside simulations/README.md)
+PROFILES = ("quick", "paper", "cpu")  # simulations._base.PROFILES (no jax import here)
 
 EPILOG = """examples:
   gmtheory verify                      run every registered check
@@ -469,7 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("figures", help="draw figures from cached (or fresh) simulations")
     sp.add_argument("names", nargs="*", metavar="NAME", help="figure names (default: all)")
-    sp.add_argument("--profile", choices=("quick", "paper"), default="quick")
+    sp.add_argument("--profile", choices=PROFILES, default="quick")
     sp.add_argument("--out", default="figures", help="output folder (default figures/)")
     sp.add_argument("--results", default=RESULTS,
                     help=f"simulation cache folder (default {RESULTS}/)")
@@ -485,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("run", help="run one simulation (resumable, cached)")
     sp.add_argument("simulation", metavar="SIMULATION")
-    sp.add_argument("--profile", choices=("quick", "paper"), default=None,
+    sp.add_argument("--profile", choices=PROFILES, default=None,
                     help="the base profile, from simulations/SIMULATION.toml (default: the "
                          "--config file's profile, else quick)")
     sp.add_argument("--config", metavar="FILE.toml",

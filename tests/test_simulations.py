@@ -247,3 +247,19 @@ def test_committed_results_match_their_profiles_and_draw(stem):
     assert figs
     for n in figs:
         plt.close(get_figure(n).draw(arrays, meta))
+
+
+def test_cpu_profile_is_opt_in(monkeypatch, tmp_path):
+    """``[cpu]`` lays its fields over ``[quick]`` (not over ``[paper]``); a simulation with
+    no ``[cpu]`` table has no cpu profile, and says so."""
+    from gmtheory import cli
+    from gmtheory.simulations._base import PROFILES
+
+    assert cli.PROFILES == PROFILES
+    sim = _fake_profiles(monkeypatch, tmp_path, "[quick]\ngrid = 5\nextent = 2.0\n\n"
+                                               "[paper]\ngrid = 9\n\n[cpu]\nextent = 3.0\n")
+    cpu = make_config(sim, "cpu")
+    assert (cpu.grid, cpu.extent) == (5, 3.0)
+    sim = _fake_profiles(monkeypatch, tmp_path, "[quick]\ngrid = 5\n")
+    with pytest.raises(ValueError, match="no cpu profile"):
+        make_config(sim, "cpu")

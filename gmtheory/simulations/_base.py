@@ -56,7 +56,11 @@ __all__ = ["Simulation", "SimConfig", "register", "get_simulation", "SIMULATIONS
            "assemble_grid"]
 
 SIMULATIONS: dict[str, Simulation] = {}
-PROFILES = ("quick", "paper")
+#: quick: every simulation, for the tests and ``make reproduce``; paper: the papers' sizes
+#: (often GPU-sized); cpu: opt-in, sized to decide a claim on a 2-core CPU in under an hour
+#: (only simulations whose TOML has a ``[cpu]`` table).  Each is ``[quick]`` with its own
+#: table laid over it.
+PROFILES = ("quick", "paper", "cpu")
 
 
 @dataclass(frozen=True)
@@ -291,9 +295,11 @@ def _read_toml(path: Path) -> dict:
 
 def load_profile(sim: Simulation, profile: str = "quick") -> dict:
     """The fields of ``sim``'s ``profile`` as read from ``simulations/NAME.toml``: the
-    ``[quick]`` table, and for ``paper`` the ``[quick]`` table updated by ``[paper]`` (which
-    lists what differs).  Values are converted to the config's field types; an unknown key,
-    table or value of the wrong type raises ``ValueError`` naming the file and profile."""
+    ``[quick]`` table, and for ``paper`` or ``cpu`` the ``[quick]`` table updated by that
+    profile's table (which lists what differs; a missing ``[paper]`` is quick, a missing
+    ``[cpu]`` is an error: the cpu profile is opt-in).  Values are converted to the config's
+    field types; an unknown key, table or value of the wrong type raises ``ValueError``
+    naming the file and profile."""
     if profile not in PROFILES:
         raise ValueError(f"profile: must be one of {PROFILES}, got {profile!r}.")
     path = profile_path(sim.name)
@@ -304,8 +310,11 @@ def load_profile(sim: Simulation, profile: str = "quick") -> dict:
     if extra:
         raise ValueError(f"{path}: unknown table or key {extra[0]!r}; a profile file holds "
                          f"the tables {list(PROFILES)}.")
+    if profile == "cpu" and "cpu" not in doc:
+        raise ValueError(f"profile: {sim.name!r} has no cpu profile (no [cpu] table in "
+                         f"{path}); use quick or paper, or add one.")
     out = {}
-    for p in PROFILES[:PROFILES.index(profile) + 1]:   # quick, then paper on top
+    for p in dict.fromkeys(("quick", profile)):        # quick, then the profile on top
         if not isinstance(doc.get(p, {}), dict):
             raise ValueError(f"{path}: {p!r} must be a table ([{p}]).")
         out.update(_typed(sim.config_cls, doc.get(p, {}), f"{path} [{p}]"))
@@ -315,7 +324,7 @@ def load_profile(sim: Simulation, profile: str = "quick") -> dict:
 def read_config_file(sim: Simulation, path) -> tuple[str | None, dict]:
     """A user's run file (``gmtheory run NAME --config my.toml``): top-level keys are
     config fields, plus optionally ``profile = "quick"|"paper"`` (the base they are laid
-    over) and ``simulation = "NAME"`` (checked against ``sim``).  Returns the profile
+    over; or ``"cpu"``) and ``simulation = "NAME"`` (checked against ``sim``).  Returns the profile
     (``None`` when the file names none) and the converted fields."""
     path = Path(path)
     if not path.is_file():
