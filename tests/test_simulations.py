@@ -211,7 +211,7 @@ def test_commit_and_load_a_result(tmp_path, monkeypatch):
     assert sorted(arrays) == sorted(fresh)
     for k in arrays:
         np.testing.assert_array_equal(arrays[k], fresh[k])
-    assert meta["committed"]["git"] is not None and "committed result of commit" in note
+    assert meta["committed"]["git"] is not None and "committed result (recorded at commit" in note
     # another config (the TOML changed): not used
     real = committed.make_config
     monkeypatch.setattr(committed, "make_config",
