@@ -16,11 +16,12 @@ changed) is not used.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform
 from pathlib import Path
 
-from ..cache import _jsonable, changed_files, load_result, save_result
+from ..cache import changed_files, load_result, save_result
 from ._base import get_simulation, make_config, profiles_dir, run_simulation
 
 __all__ = ["committed_stem", "commit_result", "load_committed"]
@@ -76,7 +77,8 @@ def load_committed(name: str, profile: str = "paper"):
         return None
     meta = json.loads(js.read_text())
     sim = get_simulation(name)
-    now = json.loads(json.dumps(_jsonable(make_config(sim, profile)), default=str))
+    # the config as its sidecar stores it (JSON: tuples become lists)
+    now = json.loads(json.dumps(dataclasses.asdict(make_config(sim, profile)), default=str))
     if meta.get("config") != now:
         return None
     hit = load_result(stem, meta["key"])

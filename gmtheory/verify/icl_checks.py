@@ -236,6 +236,20 @@ def check_sim_theory():
         details=det)
 
 
+def _pooled_side(th_alt, alt_gap, alt_gap_se):
+    """The power test against an alternative theory: the points where the theory differs
+    from the alternative by >= ALTERNATIVE_MIN_GAP (chosen from the theory alone; ``th_alt``
+    = theory / alternative - 1), and there the mean of sign(th_alt) x (sim / alternative
+    - 1) at d -> inf with its SE: positive when the data lie on the theory's side."""
+    th_alt = np.asarray(th_alt)
+    resolvable = np.abs(th_alt) >= hermite.ALTERNATIVE_MIN_GAP
+    ag = (np.sign(th_alt) * np.asarray(alt_gap))[resolvable]
+    agse = np.asarray(alt_gap_se)[resolvable]
+    if ag.size == 0:                   # no power: NaN, which the lower bound FAILs
+        return resolvable, float("nan"), float("nan")
+    return resolvable, float(np.mean(ag)), float(np.sqrt(np.sum(agse**2)) / ag.size)
+
+
 @register_check(
     "icl.05-nonlinearity-noise-equivalence",
     "For y = f(x^T w) + eps with f in {ReLU, sign, tanh, erf}, pretraining on the nonlinear "
@@ -255,15 +269,12 @@ def check_equivalence():
     g, gse = np.asarray(a["gap_inf"]), np.asarray(a["gap_inf_se"])
     th_alt = np.asarray(a["alt_theory_gap"])          # equivalence theory / alternative - 1
     gap = hermite.ALTERNATIVE_MIN_GAP
-    resolvable = np.abs(th_alt) >= gap
-    # on the side of the alternative where the equivalence theory lies
-    ag = (np.sign(th_alt) * np.asarray(a["alt_gap_inf"]))[resolvable]
-    agse = np.asarray(a["alt_gap_inf_se"])[resolvable]
+    resolvable, pooled, pooled_se = _pooled_side(th_alt, a["alt_gap_inf"],
+                                                 a["alt_gap_inf_se"])
     m = r.size
     # one verdict over 2 m zero tests and the pooled alternative test: Bonferroni, family-
     # wise 5 %, two-sided; each SE comes from `trials` paired trials per d (dof trials - 1)
     t = bonferroni_t(2 * m + 1, trials - 1, 0.05)
-    pooled, pooled_se = float(np.mean(ag)), float(np.sqrt(np.sum(agse**2)) / ag.size)
     det = {"ds": ds.tolist(), "trials": trials, "t": t, "fs": [str(f) for f in a["fs"]],
            "taus": np.asarray(a["taus"]).tolist(),
            "ratio_minus_1_at_d": (np.asarray(a["ratio_mean"]) - 1).tolist(),
@@ -311,13 +322,10 @@ def check_ridge_rescaling():
     g, gse = np.asarray(a["lam_gap_inf"]), np.asarray(a["lam_gap_inf_se"])
     th_alt = np.asarray(a["lam_alt_theory_gap"])      # rescaled / unrescaled theory - 1
     gap = hermite.ALTERNATIVE_MIN_GAP
-    resolvable = np.abs(th_alt) >= gap
-    # (sim / unrescaled - 1) on the side where the rescaled theory lies
-    ag = (np.sign(th_alt) * np.asarray(a["lam_gap_inf_unscaled"]))[resolvable]
-    agse = np.asarray(a["lam_gap_inf_unscaled_se"])[resolvable]
+    resolvable, pooled, pooled_se = _pooled_side(th_alt, a["lam_gap_inf_unscaled"],
+                                                 a["lam_gap_inf_unscaled_se"])
     m = g.size
     t = bonferroni_t(m + 1, trials - 1, 0.05)
-    pooled, pooled_se = float(np.mean(ag)), float(np.sqrt(np.sum(agse**2)) / ag.size)
     det = {"ds": ds.tolist(), "trials": trials, "t": t, "tau": float(a["lam_tau"]),
            "lams": np.asarray(a["lam_values"]).tolist(),
            "fs": [str(f) for f in a["lam_fs"]],
