@@ -8,10 +8,21 @@ Per channel ``c`` of ``d_inner`` and state ``s`` of ``n``, with input-dependent 
 
 ``A = -exp(A_log)`` (negative: the state decays), ``dt = softplus(W_dt r_t + b_dt)`` from a
 low-rank ``r_t``, and the mixer returns ``(y * silu(z)) W_out`` with a gate ``z``.  The
-linear recurrence runs as a parallel prefix scan (:func:`jax.lax.associative_scan` over
-``(a, b) . (a', b') = (a a', a' b + b')``); :func:`sequential_scan` is the same recurrence
-as a plain loop, for tests.  Not included from Mamba: the short causal convolution before
-the scan and the hardware-aware kernel.
+linear recurrence runs in one of two forms, chosen by ``ssm_mixer(scan=...)``:
+
+* ``"parallel"`` — a prefix scan (:func:`jax.lax.associative_scan` over
+  ``(a, b) . (a', b') = (a a', a' b + b')``) on the materialised ``(B, N, d_inner, n)``
+  coefficients: ``O(log N)`` depth, the form for accelerators;
+* ``"fused"`` — one :func:`jax.lax.scan` over the tokens that carries only the state
+  ``(B, d_inner, n)`` and reads out ``C_t . h_t`` inside the step, so the ``(B, N, d_inner,
+  n)`` arrays are never built (what Mamba's kernel avoids too).  On CPU it is the faster
+  form: gradient of one scan at ``(48, 512, 64, 16)`` 0.20 s against 0.62 s for the
+  parallel form (2 cores, compilation excluded).
+* ``"auto"`` (default): ``"fused"`` on the CPU backend, ``"parallel"`` elsewhere.
+
+:func:`parallel_scan` and :func:`sequential_scan` are the bare recurrence in both forms, for
+tests.  Not included from Mamba: the short causal convolution before the scan and the
+hardware-aware kernel.
 
 Causal mixing reads the prefix; bidirectional mixing adds a second scan over the reversed
 sequence (shared parameters, as in bidirectional Mamba variants).  A padded token gets
@@ -26,7 +37,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-__all__ = ["SSMParams", "init", "ssm_mixer", "parallel_scan", "sequential_scan"]
+__all__ = ["SSMParams", "init", "ssm_mixer", "parallel_scan", "sequential_scan", "SCANS"]
 
 
 class SSMParams(eqx.Module):
@@ -78,8 +89,28 @@ def sequential_scan(a, b, axis: int = 1):
     return jnp.moveaxis(jax.lax.scan(step, jnp.zeros_like(b[0]), (a, b))[1], 0, axis)
 
 
-def ssm_mixer(p: SSMParams, x, *, causal: bool = True, mask=None, scan=parallel_scan):
-    """``(B, N, d) -> (B, N, d)``; ``mask`` ``(B, N)`` marks real tokens (``True``)."""
+SCANS = ("auto", "parallel", "fused")
+
+
+def _fused_readout(dt, A, u, Bm, Cm, reverse: bool):
+    """``y_t = C_t . h_t`` of ``h_t = exp(dt_t A) h_{t-1} + dt_t u_t B_t`` in one
+    :func:`jax.lax.scan` that carries only ``h`` ``(B, d_inner, n)``; ``reverse``: from the
+    last token to the first."""
+    def step(h, xs):
+        dt_t, u_t, B_t, C_t = xs
+        h = jnp.exp(dt_t[..., None] * A) * h + (dt_t * u_t)[..., None] * B_t[:, None, :]
+        return h, jnp.einsum("bcs,bs->bc", h, C_t)
+    xs = tuple(jnp.moveaxis(t, 1, 0) for t in (dt, u, Bm, Cm))
+    h0 = jnp.zeros((dt.shape[0], dt.shape[2], A.shape[1]), dt.dtype)
+    _, y = jax.lax.scan(step, h0, xs, reverse=reverse, unroll=4)
+    return jnp.moveaxis(y, 0, 1)
+
+
+def ssm_mixer(p: SSMParams, x, *, causal: bool = True, mask=None, scan: str = "auto"):
+    """``(B, N, d) -> (B, N, d)``; ``mask`` ``(B, N)`` marks real tokens (``True``);
+    ``scan``: ``"parallel"``, ``"fused"`` or ``"auto"`` (module docstring)."""
+    if scan not in SCANS:
+        raise ValueError(f"scan: expected one of {SCANS}, got {scan!r}.")
     if x.ndim != 3 or x.shape[-1] != p.W_in.shape[0]:
         raise ValueError(f"x: expected (batch, tokens, {p.W_in.shape[0]}), got {x.shape}.")
     if mask is not None and jnp.shape(mask) != x.shape[:2]:
@@ -92,10 +123,18 @@ def ssm_mixer(p: SSMParams, x, *, causal: bool = True, mask=None, scan=parallel_
     dt = jax.nn.softplus(r @ p.W_dt + p.b_dt)                        # (B, N, d_inner)
     if mask is not None:
         dt = dt * mask[..., None].astype(dt.dtype)
-    a = jnp.exp(dt[..., None] * -jnp.exp(p.A_log))                   # (B, N, d_inner, n)
+    if scan == "auto":
+        scan = "fused" if jax.default_backend() == "cpu" else "parallel"
+    A = -jnp.exp(p.A_log)
+    if scan == "fused":
+        y = _fused_readout(dt, A, u, Bm, Cm, reverse=False)
+        if not causal:
+            y = y + _fused_readout(dt, A, u, Bm, Cm, reverse=True)
+        return ((y + p.D * u) * jax.nn.silu(z)) @ p.W_out
+    a = jnp.exp(dt[..., None] * A)                                   # (B, N, d_inner, n)
     b = (dt * u)[..., None] * Bm[:, :, None, :]
-    y = jnp.einsum("btcs,bts->btc", scan(a, b, axis=1), Cm)
+    y = jnp.einsum("btcs,bts->btc", parallel_scan(a, b, axis=1), Cm)
     if not causal:
-        back = jnp.flip(scan(jnp.flip(a, 1), jnp.flip(b, 1), axis=1), 1)
+        back = jnp.flip(parallel_scan(jnp.flip(a, 1), jnp.flip(b, 1), axis=1), 1)
         y = y + jnp.einsum("btcs,bts->btc", back, Cm)
     return ((y + p.D * u) * jax.nn.silu(z)) @ p.W_out

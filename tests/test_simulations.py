@@ -68,14 +68,17 @@ def test_profile_file_is_the_typed_schema(name):
     path = profile_path(name)
     assert path.parent.name == "simulations" and path.exists(), path
     doc = tomllib.loads(path.read_text())
-    assert set(doc) == {"quick", "paper"}, f"{path}: tables {sorted(doc)}"
+    assert {"quick", "paper"} <= set(doc) <= {"quick", "paper", "cpu"}, \
+        f"{path}: tables {sorted(doc)}"
     fields = [f.name for f in dataclasses.fields(sim.config_cls)]
     assert sorted(doc["quick"]) == sorted(fields), f"{path}: [quick] must list every field"
     hints = typing.get_type_hints(sim.config_cls)
-    quick, paper = load_profile(sim, "quick"), load_profile(sim, "paper")
-    for k in doc["paper"]:
-        assert paper[k] != quick[k], f"{path}: [paper] repeats quick's {k} = {quick[k]!r}"
-    for prof, values in (("quick", quick), ("paper", paper)):
+    quick = load_profile(sim, "quick")
+    layers = {p: load_profile(sim, p) for p in ("paper", "cpu") if p in doc}
+    for p, values in layers.items():
+        for k in doc[p]:
+            assert values[k] != quick[k], f"{path}: [{p}] repeats quick's {k} = {quick[k]!r}"
+    for prof, values in (("quick", quick), *layers.items()):
         cfg = make_config(sim, prof)
         assert dataclasses.asdict(cfg) == values
         for k, v in values.items():

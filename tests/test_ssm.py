@@ -58,7 +58,7 @@ def test_parallel_scan_is_the_sequential_recurrence():
 def test_mixer_is_the_reference_recurrence(params, causal):
     x = jax.random.normal(jax.random.key(2), (2, 23, 8))
     ref = _reference(params, x, causal)
-    for scan in (ssm.parallel_scan, ssm.sequential_scan):
+    for scan in ("parallel", "fused"):
         y = ssm.ssm_mixer(params, x, causal=causal, scan=scan)
         # float32 against float64: relative 1e-5 of the output scale (a few hundred ulps
         # through two projections, a scan of 23 steps and the gate)
@@ -76,9 +76,10 @@ def test_causal_reads_only_the_prefix_and_padding_carries_the_state(params):
     # unpadded sequence
     mask = jnp.arange(12)[None] < 8
     for causal in (True, False):
-        short = ssm.ssm_mixer(params, x[:, :8], causal=causal)
-        padded = ssm.ssm_mixer(params, x2, causal=causal, mask=mask)
-        np.testing.assert_allclose(padded[:, :8], short, rtol=1e-5, atol=1e-6)
+        for scan in ("parallel", "fused"):
+            short = ssm.ssm_mixer(params, x[:, :8], causal=causal, scan=scan)
+            padded = ssm.ssm_mixer(params, x2, causal=causal, mask=mask, scan=scan)
+            np.testing.assert_allclose(padded[:, :8], short, rtol=1e-5, atol=1e-6)
 
 
 def test_bad_input(params):
@@ -86,5 +87,7 @@ def test_bad_input(params):
         ssm.ssm_mixer(params, jnp.zeros((2, 5, 7)))
     with pytest.raises(ValueError, match="mask: expected"):
         ssm.ssm_mixer(params, jnp.zeros((2, 5, 8)), mask=jnp.ones((2, 4), bool))
+    with pytest.raises(ValueError, match="scan: expected"):
+        ssm.ssm_mixer(params, jnp.zeros((2, 5, 8)), scan="sequential")
     with pytest.raises(ValueError, match="n, rank"):
         ssm.init(jax.random.key(0), 8, n=0)

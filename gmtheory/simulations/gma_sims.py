@@ -156,14 +156,16 @@ def _seq_metrics(model, data):
     return {"val_ce": ce, "val_acc": acc}
 
 
-def _seq_run(cfg, mixer, causal, data, key, width, desc, tag):
-    """Train ``cfg.seeds`` models of one mixer on sequence-labelling ``data``; validation
-    cross-entropy (nats) and accuracy at every record."""
+def _seq_run(cfg, mixer, causal, data, key, width, desc, tag, steps=None):
+    """Train ``cfg.seeds`` models of one mixer on sequence-labelling ``data`` for ``steps``
+    (default ``cfg.steps``); validation cross-entropy (nats) and accuracy at every
+    record."""
     mcfg = matched_models(cfg, (mixer,), vocab=VOCAB, n_out=VOCAB, causal=causal,
                     max_len=width)[mixer]
     data = {k: jnp.asarray(v) for k, v in data.items()}
     res, clock = train_seeds(mcfg, _seq_loss(cfg.batch, not causal), key, cfg.seeds,
-                             steps=cfg.steps, lr=cfg.lr, data=data, records=cfg.records,
+                             steps=steps or cfg.steps, lr=cfg.lr, data=data,
+                             records=cfg.records,
                              metrics_fn=_seq_metrics if causal else _seq_metrics_masked,
                              desc=desc, tag=tag)
     return res, clock, mcfg
@@ -219,6 +221,7 @@ class RecallConfig(GMAModelConfig):
     mqar_lengths: tuple[int, ...] = (16, 32)
     mqar_pairs: int = 4
     mqar_keys: int = 16
+    listops_steps: int = 0    # ListOps' training steps (0: ``steps``, as MQAR)
     width: int = 32           # every sequence padded to this (0: each to its own N)
     records: int = 5
     n_train: int = 2048
@@ -271,7 +274,8 @@ def _recall_point(cfg, point, key):
     data = {"tokens": tr, "label": trl, "val_tokens": te, "val_label": tel}
     res, clock, mcfg = _seq_run(cfg, mixer, causal, data, key, cfg.width or N,
                                 f"gma-recall {task} N={N} {mixer}",
-                                ["gma-recall", task, N, mixer])
+                                ["gma-recall", task, N, mixer],
+                                steps=cfg.listops_steps if task == "listops" else None)
     if task == "listops":
         chance = np.bincount(tel[tel >= 0], minlength=10).max() / cfg.n_test
     else:
