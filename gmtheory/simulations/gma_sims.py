@@ -46,7 +46,7 @@ from ..training import train
 from ._base import SimConfig, Simulation, register
 
 __all__ = ["GMAModelConfig", "RecallConfig", "LMConfig", "train_seeds", "StepClock",
-           "matched_models", "masked_ce"]
+           "matched_models", "masked_ce", "peak_rss_mb"]
 
 LN2 = float(np.log(2.0))
 
@@ -111,6 +111,17 @@ def _base_model(cfg, **kw) -> GM.ModelConfig:
 def matched_models(cfg, mixers, **kw):
     base = _base_model(cfg, **kw)
     return GM.matched_configs(base, mixers)
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MiB (``getrusage``; NaN where the
+    platform has none).  A high-water mark: recorded after each point, it bounds that
+    point's memory from above."""
+    try:
+        import resource
+    except ImportError:           # not on Windows
+        return float("nan")
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def masked_ce(logits, labels, weight):
@@ -284,7 +295,8 @@ def _recall_point(cfg, point, key):
             "acc_curve": np.asarray(res.history["val_acc"]).T,       # (seeds, records)
             "steps": np.asarray(res.steps), "final_loss": np.asarray(res.loss[-1]),
             "sec_per_step": np.asarray(clock.seconds_per_step()),
-            "params": np.asarray(GM.param_count(mcfg)), "chance": np.asarray(chance)}
+            "params": np.asarray(GM.param_count(mcfg)), "chance": np.asarray(chance),
+            "peak_rss_mb": np.asarray(peak_rss_mb())}
 
 
 def _recall_assemble(cfg, points, results):
@@ -402,6 +414,7 @@ def _lm_point(cfg, point, key):
            "steps": np.asarray(res.steps), "wall": np.asarray(clock.times),
            "sec_per_step": np.asarray(clock.seconds_per_step()),
            "params": np.asarray(GM.param_count(mcfg)),
+           "peak_rss_mb": np.asarray(peak_rss_mb()),
            "python": np.asarray(corpus["python"]),
            "train_files": np.asarray(corpus["train_files"]),
            "val_files": np.asarray(corpus["val_files"]),
