@@ -39,7 +39,7 @@ from ._validation import (
 
 __all__ = ["GMAParams", "init", "responsibilities", "gma_attention", "naive_attention",
            "log_responsibility_logits", "routes", "bidirectional_contraction",
-           "causal_contraction", "uses_fused", "SIGMA_MIN", "FUSED_MIN_N"]
+           "causal_contraction", "uses_fused", "kmeanspp_means", "SIGMA_MIN", "FUSED_MIN_N"]
 
 SIGMA_MIN = 1e-2
 
@@ -112,22 +112,33 @@ def init(key, d_model: int, *, heads: int = 4, K: int = 16, d_r: int | None = No
     Wk = s * jax.random.normal(ks[1], (heads, d_model, d_r), dtype)
     Wv = s * jax.random.normal(ks[2], (heads, d_model, d_v), dtype)
     Wo = jax.random.normal(ks[3], (heads * d_v, d_model), dtype) / np.sqrt(heads * d_v)
-    if tokens is not None:
-        tokens = as_float_array(tokens, "tokens")
-        if tokens.ndim != 2 or tokens.shape[0] == 0 or tokens.shape[1] != d_model:
-            raise ValueError(f"tokens: expected shape (n, {d_model}) with n >= 1, got "
-                             f"{tuple(tokens.shape)}.")
-        check_finite(tokens, "tokens")
-        tokens = tokens.astype(dtype)
-        mu = jnp.stack([_kmeanspp(jax.random.fold_in(ks[4], h), tokens @ Wk[h], K)
-                        for h in range(heads)])
-    else:
-        mu = jax.random.normal(ks[4], (heads, K, d_r), dtype)
+    mu = jax.random.normal(ks[4], (heads, K, d_r), dtype)
     rho = jnp.full((heads, K, d_r), np.log(np.expm1(1.0 - SIGMA_MIN)), dtype)
     low = (0.01 * jax.random.normal(ks[5], (heads, K, d_r, lowrank_rank), dtype)
            if lowrank_rank > 0 else None)
-    return GMAParams(Wq, Wk, Wv, Wo, mu, rho, jnp.zeros((heads, K), dtype),
-                     jnp.full((heads,), np.log(tau0 * np.sqrt(d_r)), dtype), low)
+    params = GMAParams(Wq, Wk, Wv, Wo, mu, rho, jnp.zeros((heads, K), dtype),
+                       jnp.full((heads,), np.log(tau0 * np.sqrt(d_r)), dtype), low)
+    if tokens is not None:
+        params = params._replace(mu=kmeanspp_means(params, tokens, ks[4]))
+    return params
+
+
+def kmeanspp_means(params: GMAParams, tokens, key):
+    """Means ``(H, K, d_r)`` seeded by k-means++ on each head's projected keys
+    ``tokens @ Wk[h]`` (``tokens`` ``(n, d_model)``): the initialisation that
+    :func:`init` applies with ``tokens=``, for a layer whose projections already exist
+    (e.g. inside a model, on the residual stream entering it)."""
+    _check_params(params)
+    H, d_model, _ = params.Wk.shape
+    tokens = as_float_array(tokens, "tokens")
+    if tokens.ndim != 2 or tokens.shape[0] == 0 or tokens.shape[1] != d_model:
+        raise ValueError(f"tokens: expected shape (n, {d_model}) with n >= 1, got "
+                         f"{tuple(tokens.shape)}.")
+    check_finite(tokens, "tokens")
+    K = params.mu.shape[1]
+    tokens = tokens.astype(params.Wk.dtype)
+    return jnp.stack([_kmeanspp(jax.random.fold_in(key, h), tokens @ params.Wk[h], K)
+                      for h in range(H)])
 
 
 def _head(params: GMAParams, h: int):

@@ -38,7 +38,7 @@ from .quadrature import expect_mixture, monte_carlo
 
 __all__ = ["head_features", "limit_moments", "limit_moments_mc", "prompt_limit",
            "limit_variance", "finite_prompt_outputs", "PROMPT_FORMS", "usage_entropy",
-           "token_entropy",
+           "usage_entropy_array", "token_entropy",
            "dead_fraction", "byte_categories", "BYTE_CATEGORIES",
            "normalised_mutual_information", "contingency", "responsibility_report"]
 
@@ -173,9 +173,15 @@ def _entropy(p, axis=-1):
 def usage_entropy(r):
     """``H(mean_n r_n) / log K`` of responsibilities ``r`` ``(..., N, K)`` pooled over
     every leading axis: 1 when all components are used equally, 0 for one component."""
+    return float(usage_entropy_array(r))
+
+
+def usage_entropy_array(r):
+    """:func:`usage_entropy` as a JAX scalar (differentiable, traceable under ``jit``): the
+    term of the usage-entropy auxiliary loss against dead components."""
     r = jnp.asarray(r).reshape(-1, jnp.shape(r)[-1])
     K = r.shape[-1]
-    return float(_entropy(jnp.mean(r, 0)) / np.log(K)) if K > 1 else 0.0
+    return _entropy(jnp.mean(r, 0)) / np.log(K) if K > 1 else jnp.zeros((), r.dtype)
 
 
 def token_entropy(r):

@@ -42,7 +42,7 @@ from . import gma, ssm
 
 __all__ = ["ModelConfig", "Model", "MIXERS", "build", "param_count", "matched_configs",
            "decay_mask", "trainable_mask", "make_optimizer", "favor_features", "favor_map",
-           "mixer_outputs"]
+           "mixer_outputs", "seed_gma_means"]
 
 MIXERS = ("softmax", "linear", "performer", "gma", "ssm")
 EPS = 1e-6
@@ -67,10 +67,14 @@ class ModelConfig:
     chunk: int = 64           # causal chunk of the kernel mixers
     tau0: float = 1.0         # GMA temperature tau0 * sqrt(d_r)
     state: int = 16           # SSM state dimensions per channel
+    normalisation: str = "query"  # GMA read-out: "query" or "slot" (gma.gma_attention)
 
     def __post_init__(self):
         if self.mixer not in MIXERS:
             raise ValueError(f"mixer: must be one of {MIXERS}, got {self.mixer!r}.")
+        if self.normalisation not in ("query", "slot"):
+            raise ValueError(f"normalisation: must be 'query' or 'slot', got "
+                             f"{self.normalisation!r}.")
         if self.d_model % self.heads:
             raise ValueError(f"d_model: must be a multiple of heads={self.heads}, got "
                              f"{self.d_model}.")
@@ -111,6 +115,7 @@ class Mixer(eqx.Module):
 
     kind: str = eqx.field(static=True)
     causal: bool = eqx.field(static=True)
+    normalisation: str = eqx.field(static=True)
     heads: int = eqx.field(static=True)
     chunk: int = eqx.field(static=True)
     Wqkv: jax.Array | None
@@ -122,6 +127,7 @@ class Mixer(eqx.Module):
     def __init__(self, cfg: ModelConfig, key, dtype=jnp.float32):
         d, H = cfg.d_model, cfg.heads
         self.kind, self.causal, self.heads, self.chunk = cfg.mixer, cfg.causal, H, cfg.chunk
+        self.normalisation = cfg.normalisation
         k1, k2, k3 = jax.random.split(key, 3)
         self.gma = self.ssm = None
         if cfg.mixer in ("gma", "ssm"):
@@ -139,7 +145,8 @@ class Mixer(eqx.Module):
     def __call__(self, x, mask=None):
         if self.kind == "gma":
             return gma.gma_attention(self.gma, x, causal=self.causal,
-                                     chunk=min(self.chunk, x.shape[1]), mask=mask)
+                                     chunk=min(self.chunk, x.shape[1]), mask=mask,
+                                     normalisation=self.normalisation)
         if self.kind == "ssm":
             return ssm.ssm_mixer(self.ssm, x, causal=self.causal, mask=mask)
         B, N, d = x.shape
@@ -341,6 +348,23 @@ def make_optimizer(lr: float, steps: int, *, warmup: int | None = None,
         optax.masked(optax.set_to_zero(), lambda p: jax.tree.map(lambda t: not t,
                                                                    trainable_mask(p))),
     )
+
+
+def seed_gma_means(model: Model, inputs, key, *, mask=None) -> Model:
+    """``model`` with each GMA layer's means seeded by k-means++
+    (:func:`gmtheory.gma.kmeanspp_means`) on the normalised residual stream entering it
+    for ``inputs`` (real tokens only where ``mask``), layer by layer (a layer's inputs
+    depend on the means seeded below it).  Other mixers are left as they are."""
+    for i, blk in enumerate(model.blocks):
+        if blk.mixer.kind != "gma":
+            continue
+        z = blk.ln1(mixer_outputs(model, inputs, mask)[i])
+        z = z.reshape(-1, z.shape[-1])
+        if mask is not None:
+            z = z[np.asarray(mask).reshape(-1)]
+        mu = gma.kmeanspp_means(blk.mixer.gma, z, jax.random.fold_in(key, i))
+        model = eqx.tree_at(lambda m, i=i: m.blocks[i].mixer.gma.mu, model, mu)
+    return model
 
 
 def mixer_outputs(model: Model, inputs, mask=None):

@@ -33,6 +33,7 @@ def load_all():
         denoising,
         gated_experts,
         gma,
+        gma_ablations,
         icl,
         icl_nonlinear,
         icl_softmax,

@@ -33,6 +33,7 @@ def load_all() -> None:
         clean_context,
         denoising_sims,
         gated_experts,
+        gma_ablations,
         gma_gmm,
         gma_sims,
         icl_denoising,

@@ -46,7 +46,8 @@ from ..training import train
 from ._base import SimConfig, Simulation, register
 
 __all__ = ["GMAModelConfig", "RecallConfig", "LMConfig", "train_seeds", "StepClock",
-           "matched_models", "masked_ce", "peak_rss_mb"]
+           "matched_models", "masked_ce", "peak_rss_mb", "lm_corpus", "lm_data",
+           "lm_responsibilities", "seq_ce", "seq_run"]
 
 LN2 = float(np.log(2.0))
 
@@ -79,11 +80,17 @@ class StepClock:
 
 
 def train_seeds(mcfg: GM.ModelConfig, loss_fn, key, seeds: int, *, steps: int, lr: float,
-                data=None, records: int = 10, metrics_fn=None, desc: str = "gma", tag=None):
+                data=None, records: int = 10, metrics_fn=None, desc: str = "gma", tag=None,
+                init=None):
     """Build ``seeds`` models of ``mcfg`` and train them at once; returns
-    ``(TrainResult, StepClock)``.  One record per block (``records`` of them)."""
+    ``(TrainResult, StepClock)``.  One record per block (``records`` of them).  ``init``:
+    optional ``(models, key) -> models`` applied to the built models (leading seed axis)
+    before training, e.g. to seed GMA's means (:func:`gmtheory.gma_models.seed_gma_means`
+    under ``vmap``)."""
     k_init, k_train = jax.random.split(key)
     params = _builder(mcfg)(jax.random.split(k_init, seeds))
+    if init is not None:
+        params = init(params, jax.random.fold_in(k_init, 1))
     clock = StepClock()
     res = train(loss_fn, params, _optimizer(float(lr), int(steps)), steps=steps,
                 key=jax.random.split(k_train, seeds), data=data,
@@ -146,11 +153,11 @@ def _seq_loss(batch: int, masked: bool):
     (bidirectional models; causal models need no mask for trailing padding)."""
     def loss(model, data, key):
         idx = jax.random.randint(key, (batch,), 0, data["tokens"].shape[0])
-        return _seq_ce(model, data["tokens"][idx], data["label"][idx], masked)[0]
+        return seq_ce(model, data["tokens"][idx], data["label"][idx], masked)[0]
     return loss
 
 
-def _seq_ce(model, tokens, label, masked):
+def seq_ce(model, tokens, label, masked):
     logits = model(tokens, tokens > 0 if masked else None)
     w = (label >= 0).astype(jnp.float32)
     hit = (jnp.argmax(logits, -1) == label).astype(jnp.float32)
@@ -158,27 +165,30 @@ def _seq_ce(model, tokens, label, masked):
 
 
 def _seq_metrics_masked(model, data):
-    ce, acc = _seq_ce(model, data["val_tokens"], data["val_label"], True)
+    ce, acc = seq_ce(model, data["val_tokens"], data["val_label"], True)
     return {"val_ce": ce, "val_acc": acc}
 
 
 def _seq_metrics(model, data):
-    ce, acc = _seq_ce(model, data["val_tokens"], data["val_label"], False)
+    ce, acc = seq_ce(model, data["val_tokens"], data["val_label"], False)
     return {"val_ce": ce, "val_acc": acc}
 
 
-def _seq_run(cfg, mixer, causal, data, key, width, desc, tag, steps=None):
+def seq_run(cfg, mixer, data, key, *, causal, width, desc, tag, steps=None, model_kw=None,
+            loss=None, init=None):
     """Train ``cfg.seeds`` models of one mixer on sequence-labelling ``data`` for ``steps``
     (default ``cfg.steps``); validation cross-entropy (nats) and accuracy at every
-    record."""
+    record.  ``model_kw``: extra :class:`~gmtheory.gma_models.ModelConfig` fields;
+    ``loss``: a loss in place of the masked cross-entropy; ``init``: as in
+    :func:`train_seeds`."""
     mcfg = matched_models(cfg, (mixer,), vocab=VOCAB, n_out=VOCAB, causal=causal,
-                    max_len=width)[mixer]
+                          max_len=width, **(model_kw or {}))[mixer]
     data = {k: jnp.asarray(v) for k, v in data.items()}
-    res, clock = train_seeds(mcfg, _seq_loss(cfg.batch, not causal), key, cfg.seeds,
+    res, clock = train_seeds(mcfg, loss or _seq_loss(cfg.batch, not causal), key, cfg.seeds,
                              steps=steps or cfg.steps, lr=cfg.lr, data=data,
                              records=cfg.records,
                              metrics_fn=_seq_metrics if causal else _seq_metrics_masked,
-                             desc=desc, tag=tag)
+                             desc=desc, tag=tag, init=init)
     return res, clock, mcfg
 
 
@@ -283,10 +293,10 @@ def _recall_point(cfg, point, key):
     tr, trl = _recall_data(cfg, task, N, "train")
     te, tel = _recall_data(cfg, task, N, "test")
     data = {"tokens": tr, "label": trl, "val_tokens": te, "val_label": tel}
-    res, clock, mcfg = _seq_run(cfg, mixer, causal, data, key, cfg.width or N,
-                                f"gma-recall {task} N={N} {mixer}",
-                                ["gma-recall", task, N, mixer],
-                                steps=cfg.listops_steps if task == "listops" else None)
+    res, clock, mcfg = seq_run(cfg, mixer, data, key, causal=causal, width=cfg.width or N,
+                               desc=f"gma-recall {task} N={N} {mixer}",
+                               tag=["gma-recall", task, N, mixer],
+                               steps=cfg.listops_steps if task == "listops" else None)
     if task == "listops":
         chance = np.bincount(tel[tel >= 0], minlength=10).max() / cfg.n_test
     else:
@@ -370,7 +380,7 @@ class LMConfig(GMAModelConfig):
 
 
 @functools.lru_cache(maxsize=2)
-def _corpus(max_train_bytes: int, max_val_bytes: int):
+def lm_corpus(max_train_bytes: int, max_val_bytes: int):
     return T.stdlib_corpus(max_train_bytes=max_train_bytes or None,
                            max_val_bytes=max_val_bytes or None)
 
@@ -380,7 +390,7 @@ def _windows(buf, starts, width):
     return w[:, :-1], w[:, 1:]
 
 
-def _lm_data(cfg, corpus):
+def lm_data(cfg, corpus):
     tr, va = corpus["train"], corpus["val"]
     if cfg.n_train:
         starts = np.sort(np.asarray(jax.random.randint(
@@ -405,10 +415,10 @@ def _lm_point(cfg, point, key):
     :func:`gmtheory.gma._causal_chunk_math` and tested under ``MALLOC_PERTURB_``
     (docs/topics/gma.md), so the point is no longer recompiled and retried."""
     mixer = point["mixer"]
-    corpus = _corpus(cfg.max_train_bytes, cfg.max_val_bytes)
-    data = _lm_data(cfg, corpus)
-    res, clock, mcfg = _seq_run(cfg, mixer, True, data, key, cfg.width, f"gma-lm {mixer}",
-                                ["gma-lm", mixer])
+    corpus = lm_corpus(cfg.max_train_bytes, cfg.max_val_bytes)
+    data = lm_data(cfg, corpus)
+    res, clock, mcfg = seq_run(cfg, mixer, data, key, causal=True, width=cfg.width,
+                               desc=f"gma-lm {mixer}", tag=["gma-lm", mixer])
     out = {"val_bpb": np.asarray(res.history["val_ce"]).T / LN2,     # (seeds, records)
            "val_bpb0": np.asarray(res.initial["val_ce"]) / LN2,
            "steps": np.asarray(res.steps), "wall": np.asarray(clock.times),
@@ -429,12 +439,12 @@ def _lm_point(cfg, point, key):
             "(finished points are kept) and report it with the jaxlib version "
             "(docs/topics/gma.md).")
     if mixer == "gma":
-        out.update(_lm_responsibilities(res.params, data["val_tokens"], cfg.seeds,
+        out.update(lm_responsibilities(res.params, data["val_tokens"], cfg.seeds,
                                         stream_key(cfg.seed, "gma-lm-nmi-shuffles")))
     return out
 
 
-def _lm_responsibilities(models, val_tokens, seeds, key):
+def lm_responsibilities(models, val_tokens, seeds, key):
     """Responsibility report of the first GMA layer of each seed, on the validation
     windows (keys: the LayerNorm'd residual stream entering the layer; categories: the
     byte at each position)."""
