@@ -14,7 +14,7 @@ from pathlib import Path
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = {"figures": ("*.png", "paper/*.png"), "derivations": ("*.md",)}
+FOLDERS = {"figures": ("*.png", "paper/*.png", "cpu/*.png"), "derivations": ("*.md",)}
 
 
 def _generated_pages() -> dict[str, str]:

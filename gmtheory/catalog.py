@@ -551,9 +551,9 @@ RESULTS: tuple[Result, ...] = (
            _f("gmtheory.gma_analysis.prompt_limit", "gmtheory.gma_analysis.limit_moments",
               "gmtheory.gma_analysis.limit_variance"),
            _f("gma.01-infinite-prompt-limit"),
-           _no("the check runs the layer itself on sampled prompts; nothing is trained "
-               "for this statement"),
-           ()),
+           _f("gma-gmm", note="trained GMA models of in-context GMM classification, "
+              "evaluated at L = ∞ beside their finite-prompt accuracy"),
+           ("gma-gmm",)),
     Result("gma-layer-forms", "GMA docs/topics/gma.md#gaussian-mixture-attention-gmtheorygma",
            "GMA layer forms",
            "The linear-time forms of the GMA layer (fused, chunked, causal, masked) equal its "
@@ -574,7 +574,7 @@ RESULTS: tuple[Result, ...] = (
               "gmtheory.gma_analysis.limit_moments"),
            _f("gma.03-softmax-limit"),
            _no("both sides are limits; nothing is trained for this statement"),
-           ()),
+           ("gma-gmm",)),
 )
 
 NOT_LISTED = (

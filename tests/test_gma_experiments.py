@@ -1,7 +1,8 @@
 """The GMA experiments (gma-recall, gma-lm, gma-gmm) run end to end at tiny overrides and
 their figures draw from the results.  One mixer each (GMA: the one with the most code).
-Compilation dominates (~5 s per model configuration), so only gma-lm runs in the default
-suite; gma-recall and gma-gmm run under ``-m slow``."""
+Compilation dominates (~5 s per model configuration), so only gma-lm runs end to end in the
+default suite; gma-recall and gma-gmm run under ``-m slow`` (gma-gmm's config checks, points
+and denoising prompts and references are tested in the default suite, in seconds)."""
 
 import matplotlib
 
@@ -62,14 +63,88 @@ def test_recall_runs_and_draws(tmp_path):
 
 @pytest.mark.slow
 def test_gmm_runs_and_draws(tmp_path):
-    over = dict(mixers=("gma",), d_model=8, heads=2, mlp_hidden=16, K=4, steps=10, batch=8,
-                L=8, n_train=64, n_test=32, order=6, seeds=2)
+    over = dict(mixers=("gma",), ds=(2, 3), d_model=8, heads=2, mlp_hidden=16, K=4, steps=10,
+                batch=8, L=8, n_train=64, n_test=32, order=6, seeds=2)
     a, meta, _ = run_simulation("gma-gmm", "quick", over, results_dir=tmp_path, progress=False)
-    for c in ("A", "B"):
-        assert a[f"{c}/gma/acc"].shape == (2,) and a[f"{c}/gma/acc_limit"].shape == (2,)
-        # the Bayes classifier with known means is at least as good as the Prop. 2.1 limit
-        assert float(a[f"{c}/acc_bayes"]) >= float(a[f"{c}/acc_softmax_limit"]) - 0.1
+    assert list(a["ds"]) == [2, 3] and list(a["orders"]) == [6, 6]
+    for d in (2, 3):
+        for c in ("A", "B"):
+            p = f"{c}/d{d}"
+            assert a[f"{p}/gma/acc"].shape == (2,) and a[f"{p}/gma/acc_limit"].shape == (2,)
+            # the Bayes classifier with known means is at least as good as the Prop. 2.1 limit
+            assert float(a[f"{p}/acc_bayes"]) >= float(a[f"{p}/acc_softmax_limit"]) - 0.1
+        # denoising after 10 steps: a finite model MSE; Bayes with the prompt's mixture
+        # below the posterior mean of the query alone, and that below the trivial estimators
+        mse = a[f"D/d{d}/gma/mse"]
+        assert mse.shape == (2,) and np.all(np.isfinite(mse))
+        ref = {k: float(a[f"D/d{d}/mse_{k}"]) for k in ("bayes", "no_context", "identity",
+                                                         "zero")}
+        assert ref["bayes"] < ref["no_context"] < min(ref["identity"], ref["zero"])
     _draw("gma-gmm", a, meta, tmp_path)
+
+
+def _gmm_config(**over):
+    from gmtheory.simulations import get_simulation, make_config
+
+    return make_config(get_simulation("gma-gmm"), "quick", over)
+
+
+def test_gmm_quick_profile_runs_every_case_at_both_dimensions():
+    """One quick run computes every (case, d, mixer) point, d = 2 and d = 8 side by side;
+    the L = infinity quadrature stays within ``max_nodes`` per component at each d."""
+    from gmtheory.simulations import get_simulation
+    from gmtheory.simulations.gma_gmm import limit_order
+
+    cfg = _gmm_config()
+    assert cfg.ds == (2, 8) and cfg.cases == ("A", "B", "D")
+    pts = get_simulation("gma-gmm").points(cfg)
+    assert {(p["case"], p["d"], p["mixer"]) for p in pts} == {
+        (c, d, m) for c in ("A", "B", "D") for d in (2, 8) for m in ("softmax", "gma")}
+    assert [limit_order(cfg, d) for d in cfg.ds] == [16, 2]
+    assert all(limit_order(cfg, d) ** d <= cfg.max_nodes for d in cfg.ds)
+
+
+@pytest.mark.parametrize("field, value", [("ds", ()), ("ds", (2, 0)), ("ds", (2, 2)),
+                                          ("noise", -0.5), ("noise", 0.0), ("cases", ("C",)),
+                                          ("var", float("nan")), ("n_classes", 1),
+                                          ("max_nodes", 100)])
+def test_gmm_bad_config_names_the_field(field, value):
+    with pytest.raises(ValueError, match=f"^{field}:"):
+        _gmm_config(**{field: value})
+
+
+def test_gmm_denoising_prompts_and_references():
+    """Case D's prompts (from tasks.gmm_icl, x padded to the widest d): clean prompt points
+    without labels, the query token carries the noisy point, the target is the clean one.
+    Untrained, the Bayes posterior mean (denoising.bayes_denoiser with the prompt's mixture)
+    beats the posterior mean of the query alone, which beats both trivial estimators, and
+    an untrained model's MSE is finite."""
+    import jax
+
+    from gmtheory import gma_models as GM
+    from gmtheory.simulations import gma_gmm as G
+
+    cfg = _gmm_config(ds=(2, 3), n_train=8, n_test=256, L=6, d_model=8, mlp_hidden=16, K=4)
+    train, test = G._gmm_pools(cfg, "D", 2)
+    C, d_in = cfg.n_classes, 3 + cfg.n_classes + 1
+    assert test["inputs"].shape == (256, 7, d_in) and train["target"].shape == (8, 3)
+    x = test["inputs"]
+    np.testing.assert_array_equal(x[:, :, 2], 0.0)                # padding after x (d = 2)
+    np.testing.assert_array_equal(x[:, :, 3:3 + C], 0.0)          # no labels in case D
+    np.testing.assert_array_equal(x[:, :, -1], np.broadcast_to(np.eye(7)[-1], (256, 7)))
+    np.testing.assert_allclose(x[:, -1, :2], test["noisy"])
+    assert not np.allclose(test["noisy"], test["target"][:, :2])
+    np.testing.assert_array_equal(test["target"][:, 2], 0.0)
+    ref = {k: float(v) for k, v in G._references(test, cfg.var, cfg.noise, cfg.sep).items()}
+    assert ref["mse_bayes"] < 0.8 * ref["mse_no_context"]
+    assert ref["mse_no_context"] < min(ref["mse_identity"], ref["mse_zero"])
+    assert abs(ref["mse_identity"] - cfg.noise ** 2) < 0.25        # 512 draws of N(0, 1)
+    s2 = cfg.sep ** 2 + cfg.var                                    # x ~ N(0, s2 I) in case D
+    assert abs(ref["mse_no_context"] - s2 * cfg.noise ** 2 / (s2 + cfg.noise ** 2)) < 0.2
+    mcfg = G.matched_models(cfg, ("softmax",), d_in=d_in, n_out=3, causal=False)["softmax"]
+    models = jax.vmap(lambda k: GM.build(mcfg, k))(jax.random.split(jax.random.key(0), 2))
+    _, mse = G._evaluate(models, {k: test[k] for k in G._EVAL}, C)
+    assert mse.shape == (2,) and np.all(np.isfinite(np.asarray(mse)))
 
 
 def test_lm_point_raises_on_a_non_finite_loss_and_leaves_jax_config_alone(monkeypatch):

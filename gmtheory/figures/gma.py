@@ -101,38 +101,95 @@ def draw_lm(a, meta):
     return fig
 
 
-def draw_gmm(a, meta):
-    cases = [str(c) for c in a["cases"]]
-    bars = [("trained softmax", lambda c: a.get(f"{c}/softmax/acc"), _style("softmax")[0]),
-            ("trained GMA", lambda c: a.get(f"{c}/gma/acc"), _style("gma")[0]),
-            ("trained GMA at L = ∞\n(its infinite-prompt limit)",
-             lambda c: a.get(f"{c}/gma/acc_limit"), "#E6A0C4"),
-            ("softmax-attention limit\n(Prop. 2.1, L = ∞)",
-             lambda c: a.get(f"{c}/acc_softmax_limit"), "#56B4E9"),
-            ("Bayes (means known)", lambda c: a.get(f"{c}/acc_bayes"), "0.6")]
-    fig, ax = plt.subplots(figsize=(10, 4.8))
-    w = 0.16
-    for j, (lab, get, col) in enumerate(bars):
+def _gmm_bar(ax, x, v, w, col, lab):
+    """One bar: mean ± SE over seeds with each seed as a dot, or a single reference."""
+    v = np.atleast_1d(np.asarray(v, float))
+    many = v.size > 1
+    mu, se = mean_se(v) if many else (float(v[0]), 0.0)
+    ax.bar(x, mu, w * 0.9, color=col, label=lab, yerr=se if many else None, capsize=3)
+    if many:
+        ax.plot(np.full(v.size, x), v, "k.", ms=3)
+
+
+def _gmm_classify(ax, a, d, cases, order, label):
+    bars = [("trained softmax (L = {L})", "softmax/acc", _style("softmax")[0]),
+            ("trained GMA (L = {L})", "gma/acc", _style("gma")[0]),
+            ("trained GMA at L = ∞ (its infinite-prompt limit,\nGauss–Hermite "
+             "quadrature)", "gma/acc_limit", "#E6A0C4"),
+            ("softmax-attention limit (Prop. 2.1, L = ∞)", "acc_softmax_limit", "#56B4E9"),
+            ("Bayes classifier (means known)", "acc_bayes", "0.6")]
+    L, w = int(a["L"]), 0.16
+    for j, (lab, key, col) in enumerate(bars):
         for i, c in enumerate(cases):
-            v = get(c)
-            if v is None:
-                continue
-            v = np.atleast_1d(np.asarray(v, float))
-            x = i + (j - (len(bars) - 1) / 2) * w
-            mu, se = mean_se(v) if v.size > 1 else (float(v[0]), 0.0)
-            ax.bar(x, mu, w * 0.9, color=col, label=lab if i == 0 else None,
-                   yerr=se if v.size > 1 else None, capsize=3)
-            if v.size > 1:
-                ax.plot(np.full(v.size, x), v, "k.", ms=3)
-    ax.axhline(float(a["chance"]), color="k", ls="--", lw=1, label="chance")
-    names = {"A": "case A: means fixed,\nlabels permuted per prompt",
-             "B": "case B: means redrawn\nper prompt"}
+            if f"{c}/d{d}/{key}" in a:
+                _gmm_bar(ax, i + (j - (len(bars) - 1) / 2) * w, a[f"{c}/d{d}/{key}"], w, col,
+                         lab.format(L=L) if (label and i == 0) else None)
+    ax.axhline(float(a["chance"]), color="k", ls="--", lw=1,
+               label="chance (1 / classes)" if label else None)
+    names = {"A": "A: means fixed,\nlabels permuted", "B": "B: means redrawn\nper prompt"}
     ax.set_xticks(range(len(cases)))
     ax.set_xticklabels([names.get(c, c) for c in cases])
-    ax.set_ylabel("accuracy on the query's label")
+    ax.set_ylabel("test accuracy on the query's label")
     ax.set_ylim(0, 1.05)
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
-    fig.tight_layout()
+    ax.set_title(f"classification, d = {d}\n(L = ∞ limit: ${order}^{{{d}}}$ = {order ** d} "
+                 "Gauss–Hermite nodes per component)", fontsize=10)
+
+
+def _gmm_denoise(ax, a, ds, mixers):
+    from matplotlib.ticker import FormatStrFormatter, NullFormatter
+
+    w = 0.8 / (len(mixers) + 1)
+    refs = [("mse_bayes", "Bayes posterior mean (mixture known)", "0.35", "-"),
+            ("mse_no_context", "posterior mean of the query alone (ignores the prompt)",
+             "#E69F00", "-."),
+            ("mse_identity", "noisy query itself (noise² = {n:g})", "k", "--"),
+            ("mse_zero", "prior mean 0 (sep² + var)", "0.5", ":")]
+    for i, d in enumerate(ds):
+        for j, m in enumerate(mixers):
+            c, mk, lab = _style(m)
+            v = np.asarray(a[f"D/d{d}/{m}/mse"], float)
+            mu, se = mean_se(v)
+            x = i + (j - (len(mixers) - 1) / 2) * w
+            ax.errorbar(x, mu, yerr=se, color=c, marker=mk, ms=7, capsize=4, lw=1.5,
+                        label=f"trained {lab} (mean ± SE)" if i == 0 else None)
+            ax.plot(np.full(v.size, x), v, ".", color=c, alpha=0.5, ms=4)
+        for key, lab, col, ls in refs:
+            ax.hlines(float(a[f"D/d{d}/{key}"]), i - 0.42, i + 0.42, colors=col, linestyles=ls,
+                      lw=1.5, label=lab.format(n=float(a["noise"])) if i == 0 else None)
+    ax.set_yscale("log")
+    lo, hi = ax.get_ylim()
+    ax.set_yticks([t for t in (0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 3, 5, 10) if lo <= t <= hi])
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylim(lo, hi)
+    ax.set_xticks(range(len(ds)))
+    ax.set_xticklabels([f"d = {d}" for d in ds])
+    ax.set_xlim(-0.55, len(ds) - 0.45)
+    ax.set_ylabel("test MSE per coordinate (log scale)")
+    ax.set_title(f"denoising (case D: means redrawn, noise {float(a['noise']):g})",
+                 fontsize=10)
+
+
+def draw_gmm(a, meta):
+    cases = [str(c) for c in a["cases"]]
+    ds = [int(d) for d in a["ds"]]
+    orders = [int(o) for o in a["orders"]]
+    cls = [c for c in cases if c != "D"]
+    n = (len(ds) if cls else 0) + ("D" in cases)
+    fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 5.0), squeeze=False)
+    axes = list(axes[0])
+    if cls:
+        for k, (d, o) in enumerate(zip(ds, orders, strict=True)):
+            _gmm_classify(axes[k], a, d, cls, o, label=k == 0)
+    if "D" in cases:
+        _gmm_denoise(axes[-1], a, ds, [str(m) for m in a["mixers"]])
+    handles, labels = [], []
+    for ax in (axes[0], axes[-1]) if cls and "D" in cases else axes[:1]:
+        h, lab = ax.get_legend_handles_labels()
+        handles, labels = handles + h, labels + lab
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8,
+               bbox_to_anchor=(0.5, 0.0))
+    fig.tight_layout(rect=(0, 0.2, 1, 1))
     return fig
 
 
@@ -220,11 +277,18 @@ register_figure(Figure(
 register_figure(Figure(
     name="gma-gmm",
     simulation="gma-gmm",
-    caption=("In-context classification of Gaussian-mixture points (d = 2, 3 classes). "
-             "Bars: mean ± SE over seeds (dots: each seed) of trained softmax and GMA at the "
-             "training prompt length, the trained GMA model evaluated at an infinite prompt "
-             "(moments by Gauss-Hermite quadrature), the Prop. 2.1 softmax-attention limit "
-             "(scores x·q / σ², values the label) and the Bayes classifier with known means."),
+    caption=("In-context Gaussian-mixture tasks at d = 2 and d = 8 (3 components, prompts of "
+             "L points). Classification panels, one per d: bars are the mean ± SE over "
+             "seeds (dots: each seed) of trained softmax and GMA at the training prompt "
+             "length, the trained GMA model evaluated at an infinite prompt (moments by "
+             "Gauss-Hermite quadrature), the Prop. 2.1 softmax-attention limit (scores "
+             "x·q / σ², values the label) and the Bayes classifier with known means; dashed: "
+             "chance. Denoising panel (case D, means redrawn per prompt, clean prompt points, "
+             "a noisy query): test MSE per coordinate of trained softmax and GMA (mean ± SE "
+             "over seeds, dots: each seed; log scale; the SE bars are smaller than the markers) "
+             "against the Bayes posterior mean with the prompt's mixture known, the posterior "
+             "mean given the query alone (the best a model that ignores the prompt can do), "
+             "the noisy query itself and the prior mean 0."),
     draw=draw_gmm,
     checks=("gma.01-infinite-prompt-limit", "operator.01b-prop2.1-gauss-hermite"),
 ))

@@ -1,0 +1,175 @@
+"""A verdict per claim of the GMA reference, read from the committed ``cpu`` runs of
+``gma-recall`` and ``gma-lm`` (issue 27, item 6): the README's claim table.
+
+Each claim is decided by comparisons of mean ± SE over seeds (seeds independent, so the
+SE of a difference is ``sqrt(se_a^2 + se_b^2)``); a comparison is *resolved* when the
+difference exceeds ``Z`` = 2 of its SEs.  The rules were fixed before the runs:
+
+* **competitive long-context classification** (ListOps, bidirectional, the longest N):
+  *undecided* unless softmax beats the majority class by more than ``Z`` SE (a task no
+  model learns ranks nothing); then *supported* if GMA is not resolved below softmax,
+  *not supported* if it is.
+* **causal GMA beats linear and random-feature attention but trails softmax and Mamba**
+  (byte LM, validation bits per byte; and the same order on MQAR, our addition): four
+  comparisons of GMA with elu+1, FAVOR+, softmax and the SSM.  *Supported* if all four are
+  resolved in the claimed direction, *not supported* if any is resolved against it,
+  otherwise *undecided* (the unresolved comparisons are named).
+* **responsibilities specialise** (first GMA layer of the byte LM): *supported* if the NMI
+  of the argmax component with the byte category exceeds the NMI with shuffled categories
+  by more than ``Z`` SE over seeds (heads averaged within a seed).
+
+:func:`runs_table` lists what each run cost: parameters, time per step and peak memory.
+Rendered into README.md and docs/topics/gma.md by ``python -m gmtheory.tables`` (measured
+blocks ``gma-claims`` and ``gma-cpu-runs``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..stats import mean_se
+
+__all__ = ["Z", "claim_rows", "claims_table", "runs_table"]
+
+Z = 2.0
+LABEL = {"softmax": "softmax", "linear": "elu+1", "performer": "FAVOR+", "gma": "GMA",
+         "ssm": "SSM"}
+
+
+def _ms(v, f=".3f"):
+    mu, se = mean_se(np.asarray(v, float))
+    return f"{mu:{f}} ± {se:{f}}"
+
+
+def _diff(a, b):
+    """``(mean(a) - mean(b), SE of the difference)`` for independent seeds."""
+    (ma, sa), (mb, sb) = mean_se(np.asarray(a, float)), mean_se(np.asarray(b, float))
+    return ma - mb, float(np.hypot(sa, sb))
+
+
+def _order(vals: dict, better: str, against) -> tuple[str, list[str]]:
+    """GMA against each ``(mixer, claimed)`` (``claimed``: ``"above"`` if the claim puts
+    GMA ahead of that mixer).  ``better``: ``"higher"`` or ``"lower"`` values are better.
+    Returns the verdict and the unresolved or contrary comparisons."""
+    sign = 1.0 if better == "higher" else -1.0
+    against_claim, unresolved = [], []
+    for m, claimed in against:
+        if m not in vals:
+            unresolved.append(f"{LABEL[m]} not run")
+            continue
+        d, se = _diff(vals["gma"], vals[m])
+        ahead = sign * d                      # > 0: GMA better than m
+        want = 1.0 if claimed == "above" else -1.0
+        if want * ahead > Z * se:
+            continue
+        if want * ahead < -Z * se:
+            against_claim.append(f"GMA {'behind' if want > 0 else 'ahead of'} {LABEL[m]} "
+                                 f"({abs(d) / se:.1f} SE)")
+        else:
+            unresolved.append(f"vs {LABEL[m]} within {Z:g} SE")
+    if against_claim:
+        return "not supported", against_claim + unresolved
+    return ("supported", []) if not unresolved else ("undecided", unresolved)
+
+
+ORDER = (("linear", "above"), ("performer", "above"), ("softmax", "below"), ("ssm", "below"))
+
+
+def claim_rows(recall, lm) -> list[tuple[str, str, str, str]]:
+    """``(claim, verdict, evidence, command)`` rows from the arrays of the committed cpu
+    runs (``recall``, ``lm``: a ``(arrays, meta)`` pair or ``None``)."""
+    rows = []
+    if recall is not None:
+        a, _ = recall
+        mixers = [str(m) for m in a["mixers"]]
+        cmd = "`gmtheory run gma-recall --profile cpu`"
+        if "listops/N" in a:
+            i = int(np.argmax(a["listops/N"]))
+            N = int(a["listops/N"][i])
+            acc = {m: a[f"listops/{m}/acc"][i] for m in mixers}
+            major = float(a[f"listops/{mixers[0]}/chance"][i])
+            mu, se = mean_se(acc["softmax"])
+            ev = ", ".join(f"{LABEL[m]} {_ms(acc[m])}" for m in mixers)
+            ev += f"; majority class {major:.3f}"
+            if not mu - major > Z * se:
+                verdict = "undecided: softmax does not beat the majority class"
+            else:
+                d, s = _diff(acc["gma"], acc["softmax"])
+                verdict = "supported" if d > -Z * s else f"not supported (−{-d / s:.1f} SE)"
+            rows.append((f"competitive long-context classification (ListOps N = {N}, acc.)",
+                         verdict, ev, cmd))
+        if "mqar/N" in a:
+            i = int(np.argmax(a["mqar/N"]))
+            N = int(a["mqar/N"][i])
+            acc = {m: a[f"mqar/{m}/acc"][i] for m in mixers}
+            verdict, notes = _order(acc, "higher", ORDER)
+            ev = ", ".join(f"{LABEL[m]} {_ms(acc[m])}" for m in mixers)
+            ev += f"; chance {float(a[f'mqar/{mixers[0]}/chance'][i]):.3f}"
+            rows.append((f"same order on associative recall (MQAR N = {N}, acc.; our addition)",
+                         verdict + (f" ({'; '.join(notes)})" if notes else ""), ev, cmd))
+    if lm is not None:
+        a, _ = lm
+        mixers = [str(m) for m in a["mixers"]]
+        cmd = "`gmtheory run gma-lm --profile cpu`"
+        bpb = {m: a[f"{m}/val_bpb"][:, -1] for m in mixers}
+        verdict, notes = _order(bpb, "lower", ORDER)
+        ev = ", ".join(f"{LABEL[m]} {_ms(bpb[m])}" for m in mixers)
+        rows.append(("causal GMA beats elu+1 and FAVOR+, trails softmax and Mamba "
+                     "(byte LM, val. bits/byte)",
+                     verdict + (f" ({'; '.join(notes)})" if notes else ""), ev, cmd))
+        if "gma/resp_nmi" in a and "gma/resp_nmi_shuffled" in a:
+            nmi = np.mean(a["gma/resp_nmi"], 1)                   # (seeds,) over heads
+            sh = np.mean(a["gma/resp_nmi_shuffled"], 1)
+            d, se = mean_se(nmi - sh)
+            verdict = "supported" if d > Z * se else "undecided"
+            ev = (f"NMI {_ms(nmi)} vs shuffled {_ms(sh)}; usage entropy "
+                  f"{_ms(np.mean(a['gma/resp_usage_entropy'], 1))}, dead fraction "
+                  f"{_ms(np.mean(a['gma/resp_dead_fraction'], 1))}")
+            rows.append(("responsibilities specialise on byte categories (first layer)",
+                         verdict, ev, cmd))
+    return rows
+
+
+def _committed(profile: str) -> dict:
+    from ..simulations import load_all
+    from ..simulations.committed import load_committed
+
+    load_all()
+    got = {n: load_committed(n, profile) for n in ("gma-recall", "gma-lm")}
+    if all(v is None for v in got.values()):
+        raise FileNotFoundError(f"no committed {profile} run of gma-recall or gma-lm")
+    return got
+
+
+def claims_table(profile: str = "cpu") -> str:
+    """The Markdown claim table from the committed ``profile`` runs; raises
+    ``FileNotFoundError`` when neither run is committed for the profile's config."""
+    got = _committed(profile)
+    pair = {n: None if v is None else v[:2] for n, v in got.items()}
+    rows = claim_rows(pair["gma-recall"], pair["gma-lm"])
+    out = ["| claim of the GMA reference | verdict at this scale | mean ± SE over seeds "
+           "| produced by |", "|---|---|---|---|"]
+    out += [f"| {c} | {v} | {e} | {cmd} |" for c, v, e, cmd in rows]
+    return "\n".join(out) + (f"\n\nA comparison counts when the difference exceeds {Z:g} "
+                             "SE (rules: `gmtheory/figures/gma_claims.py`).\n")
+
+
+def runs_table(profile: str = "cpu") -> str:
+    """Per run and mixer: parameters, ms per step (all seeds together, compilation
+    excluded), the process's peak memory after the point, and the run's wall time."""
+    got = _committed(profile)
+    out = ["| run | mixer | parameters | ms / step (3 seeds) | peak memory (MiB) |",
+           "|---|---|---|---|---|"]
+    for name, v in got.items():
+        if v is None:
+            continue
+        a, meta = v[0], v[1]
+        mins = (meta.get("committed", {}).get("run_seconds") or 0) / 60
+        parts = ([f"{t}/{m}" for t in (str(x) for x in a["tasks"]) for m in a["mixers"]]
+                 if name == "gma-recall" else [str(m) for m in a["mixers"]])
+        for p in parts:
+            rss = a.get(f"{p}/peak_rss_mb") if hasattr(a, "get") else a[f"{p}/peak_rss_mb"]
+            out.append(f"| {name} ({mins:.0f} min) | {p} | {int(np.ravel(a[f'{p}/params'])[0])} | "
+                       f"{1e3 * float(np.mean(a[f'{p}/sec_per_step'])):.0f} | "
+                       f"{'—' if rss is None else f'{float(np.max(rss)):.0f}'} |")
+    return "\n".join(out) + "\n"
