@@ -29,10 +29,44 @@ def _profile(meta):
     return meta.get("profile", "quick") if isinstance(meta, dict) else "quick"
 
 
+def _recall_curves(ax, a, t, mixers):
+    """One sequence length: test accuracy against training steps, mean ± SE band over
+    seeds, each seed a thin line; returns the largest value drawn."""
+    top = float(np.max(a[f"{t}/{mixers[0]}/chance"]))
+    for m in mixers:
+        c, mk, lab = _style(m)
+        curve = np.asarray(a[f"{t}/{m}/acc_curve"])[0]          # (seeds, records)
+        steps = np.asarray(a[f"{t}/{m}/steps"])[0]
+        mu, se = mean_se(curve, axis=0)
+        for row in curve:
+            ax.plot(steps, row, color=c, lw=0.6, alpha=0.35)
+        ax.plot(steps, mu, color=c, marker=mk, ms=4, lw=1.6, label=lab)
+        ax.fill_between(steps, mu - se, mu + se, color=c, alpha=0.2, lw=0)
+        top = max(top, float(np.max(curve)), float(np.max(mu + se)))
+    ax.axhline(float(a[f"{t}/{mixers[0]}/chance"][0]), color="k", ls="--", lw=1,
+               label="dashed: majority-class rate (ListOps), chance 1 / keys (MQAR)")
+    ax.set_xlabel("training step")
+    return top
+
+
 def draw_recall(a, meta):
     tasks = [str(t) for t in a["tasks"]]
     mixers = [str(m) for m in a["mixers"]]
     fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.6), squeeze=False)
+    if all(len(a[f"{t}/N"]) == 1 for t in tasks):        # one length each: learning curves
+        for ax, t in zip(axes[0], tasks, strict=True):
+            top = _recall_curves(ax, a, t, mixers)
+            ax.set_ylabel("test accuracy")
+            ax.set_ylim(0, min(1.0, 1.15 * top))
+            name = {"listops": "ListOps", "mqar": "MQAR"}.get(t, t)
+            n_par = int(a[f"{t}/{mixers[0]}/params"][0])
+            ax.set_title(f"{name}, N = {int(a[f'{t}/N'][0])} ({_profile(meta)} profile; "
+                         f"{n_par / 1e3:.0f} k parameters per model)", fontsize=10)
+        handles, labels = axes[0][-1].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize=8,
+                   bbox_to_anchor=(0.5, 0.0))
+        fig.tight_layout(rect=(0, 0.16, 1, 1))
+        return fig
     titles = {"listops": "ListOps (10 classes)",
               "mqar": "MQAR (accuracy at the query positions)"}
     for ax, t in zip(axes[0], tasks, strict=True):
@@ -254,12 +288,15 @@ def draw_responsibilities(a, meta):
 register_figure(Figure(
     name="gma-recall",
     simulation="gma-recall",
-    caption=("Test accuracy against sequence length for four token mixers at equal "
-             "parameter count (one block). Light points: each seed; bars: mean ± SE over "
+    caption=("Test accuracy against sequence length for the token mixers at equal "
+             "parameter count. Light points: each seed; bars: mean ± SE over "
              "seeds; dashed: majority-class rate (ListOps) or chance (MQAR); the y-axis "
              "is fitted to the data. Quick profile: "
              "150 steps, causal models, N ≤ 32 — far too short to rank the mixers on "
-             "ListOps; see docs/topics/gma.md for the paper profile."),
+             "ListOps. Where a profile has one length per task (the cpu profile: MQAR "
+             "N = 256, bidirectional ListOps N = 512; figures/cpu/), each panel shows "
+             "test accuracy against training steps instead (band: mean ± SE; thin lines: "
+             "seeds); see docs/topics/gma.md."),
     draw=draw_recall,
 ))
 
@@ -268,9 +305,10 @@ register_figure(Figure(
     simulation="gma-lm",
     caption=("Byte-level causal language model on the Python standard library (held-out "
              "files): validation bits per byte (8 would be a uniform guess) against training "
-             "steps and wall-clock, mean ± SE over seeds (band), four mixers at equal "
+             "steps and wall-clock, mean ± SE over seeds (band), the mixers at equal "
              "parameter count. Quick profile: 150 steps of 16 windows of 32 bytes, so the "
-             "curves are still falling and the mixers barely separate."),
+             "curves are still falling and the mixers barely separate; cpu profile "
+             "(figures/cpu/): 3500 steps of 8 windows of 256 bytes, five mixers."),
     draw=draw_lm,
 ))
 

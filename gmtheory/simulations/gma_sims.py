@@ -17,8 +17,9 @@ the last block of the training loop (so it excludes compilation), for all seeds 
 * ``gma-lm`` — causal byte-level LM on the standard library's sources: validation bits
   per byte against steps and wall-clock, and the responsibility analysis of the GMA
   model's first layer (:func:`gmtheory.gma_analysis.responsibility_report`).
-* ``gma-gmm`` — in-context GMM classification: :mod:`gmtheory.simulations.gma_gmm`, on
-  the shared model fields and training of this module.
+* ``gma-gmm`` — in-context GMM classification and denoising:
+  :mod:`gmtheory.simulations.gma_gmm`, on the shared model fields and training of this
+  module (and ``gma-ablations``: :mod:`gmtheory.simulations.gma_ablations`).
 
 Documentation: ``docs/topics/gma.md#gma-in-use-experiments``.
 """

@@ -1,0 +1,62 @@
+"""The rules of the GMA claim table (gmtheory/figures/gma_claims.py) on made-up results:
+each verdict is reachable, and a claim is decided only by resolved comparisons."""
+
+import numpy as np
+
+from gmtheory.figures.gma_claims import claim_rows
+
+MIXERS = ("softmax", "linear", "performer", "gma", "ssm")
+
+
+def _recall(listops, mqar, majority=0.2):
+    a = {"mixers": np.asarray(MIXERS), "tasks": np.asarray(["listops", "mqar"]),
+         "listops/N": np.asarray([512]), "mqar/N": np.asarray([256])}
+    for m in MIXERS:
+        a[f"listops/{m}/acc"] = np.asarray([listops[m]])            # (lengths, seeds)
+        a[f"listops/{m}/chance"] = np.asarray([majority])
+        a[f"mqar/{m}/acc"] = np.asarray([mqar[m]])
+        a[f"mqar/{m}/chance"] = np.asarray([1 / 32])
+    return a, {}
+
+
+def _seeds(mu, spread=0.001):
+    return mu + spread * np.asarray([-1.0, 0.0, 1.0])
+
+
+def _verdicts(rows):
+    return [v for _, v, _, _ in rows]
+
+
+def test_classification_needs_softmax_to_learn_the_task():
+    flat = {m: _seeds(0.2) for m in MIXERS}
+    rows = claim_rows(_recall(flat, flat), None)
+    assert rows[0][1].startswith("undecided")
+    learnt = dict(flat, softmax=_seeds(0.6), gma=_seeds(0.59, 0.02))
+    assert claim_rows(_recall(learnt, flat), None)[0][1] == "supported"
+    worse = dict(learnt, gma=_seeds(0.5))
+    assert claim_rows(_recall(worse, flat), None)[0][1].startswith("not supported")
+
+
+def test_order_claim_supported_contradicted_or_undecided():
+    flat = {m: _seeds(0.2) for m in MIXERS}
+    claimed = {"softmax": _seeds(0.95), "ssm": _seeds(0.9), "gma": _seeds(0.6),
+               "linear": _seeds(0.3), "performer": _seeds(0.4)}
+    assert _verdicts(claim_rows(_recall(flat, claimed), None))[1] == "supported"
+    against = dict(claimed, ssm=_seeds(0.3))
+    assert _verdicts(claim_rows(_recall(flat, against), None))[1].startswith("not supported")
+    close = dict(claimed, linear=_seeds(0.6, 0.05))
+    v = _verdicts(claim_rows(_recall(flat, close), None))[1]
+    assert v.startswith("undecided") and "elu+1" in v
+
+
+def test_lm_rows_lower_bits_are_better():
+    a = {"mixers": np.asarray(MIXERS)}
+    bpb = {"softmax": 2.0, "ssm": 2.1, "gma": 2.3, "linear": 2.5, "performer": 2.6}
+    for m, v in bpb.items():
+        a[f"{m}/val_bpb"] = np.stack([_seeds(v + 0.1), _seeds(v)], 1)   # (seeds, records)
+    a["gma/resp_nmi"] = np.full((3, 2), 0.3) + np.asarray([[0.0], [0.01], [0.02]])
+    a["gma/resp_nmi_shuffled"] = np.full((3, 2), 0.002)
+    a["gma/resp_usage_entropy"] = np.full((3, 2), 0.8)
+    a["gma/resp_dead_fraction"] = np.zeros((3, 2))
+    rows = claim_rows(None, (a, {}))
+    assert _verdicts(rows) == ["supported", "supported"]
