@@ -9,6 +9,10 @@
 
 These belong to the application layer (like :mod:`gmtheory.cli`): they import the
 registries; the library modules never import them.
+
+Length: one module because every table shares the registries, the ``docs/measured``
+records and the README/docs writers at its end; the GMA claim table lives in
+:mod:`gmtheory.figures.gma_claims` and is only dispatched from here.
 """
 
 from __future__ import annotations
@@ -208,15 +212,15 @@ def checks_table() -> str:
 
 def figures_index(png_prefix: str = "", report_link: str = "../docs/report.md") -> str:
     """Every registered figure with its caption, command, simulation and backing checks
-    (with their verdicts in the committed ``checks.json``, linked to ``report_link``)."""
+    (with their verdicts in the committed ``checks.json``, linked to ``report_link``), then
+    the benchmark figures (:func:`gmtheory.bench.plot.bench_figures_index`)."""
+    from .bench.plot import bench_figures_index
     from .figures import all_figures, get_figure
     from .verify import EXPERIMENTS, all_checks
 
     all_checks()
-    verdicts = {}
-    if REPORT_JSON.exists():
-        verdicts = {r["id"]: r["verdict"]
-                    for r in json.loads(REPORT_JSON.read_text())["checks"]}
+    verdicts = ({r["id"]: r["verdict"] for r in json.loads(REPORT_JSON.read_text())["checks"]}
+                if REPORT_JSON.exists() else {})
 
     def check(c, f):
         v = verdicts.get(c)
@@ -226,9 +230,9 @@ def figures_index(png_prefix: str = "", report_link: str = "../docs/report.md") 
         return f"`{c}`" + (f" ({'; '.join(note)})" if note else "")
 
     out = ["# Figures", "",
-           "Every figure of `gmtheory figures` (generated from the figure registry). Redraw one "
-           "with the command shown; `gmtheory figures --out figures` redraws all of them "
-           "(quick profile).", ""]
+           "Every figure of `gmtheory figures` (generated from the figure registry), then the "
+           "benchmark figures. Redraw one with the command shown; `gmtheory figures --out "
+           "figures` redraws all of the former (quick profile).", ""]
     for name in all_figures():
         f = get_figure(name)
         checks = ", ".join(check(c, f) for c in f.checks) or "none (illustration)"
@@ -238,7 +242,7 @@ def figures_index(png_prefix: str = "", report_link: str = "../docs/report.md") 
                 f"`gmtheory figures {name} --profile paper`)",
                 f"* simulation: `{f.simulation}` (`gmtheory run {f.simulation}`)",
                 f"* checks behind the claim: {checks}", ""]
-    return "\n".join(out)
+    return "\n".join(out + bench_figures_index(png_prefix, report_link))
 
 
 def _config_text(values: dict) -> str:
@@ -291,25 +295,30 @@ def simulations_index(timings: dict | None = None) -> str:
         quick, paper = load_profile(sim, "quick"), load_profile(sim, "paper")
         quick = {k: quick[k] for k in order if k in quick}
         t = secs.get(name)
+        try:
+            cpu = [f"* cpu (opt-in, 2 cores): `{_changed(quick, load_profile(sim, 'cpu'))}`",
+                   f"* cpu result: {_committed_text(name, 'cpu')}"]
+        except ValueError:                       # no [cpu] table
+            cpu = []
         out += [f"## {name}", "", _cell(sim.description), "",
                 f"* profiles: `simulations/{name}.toml`",
                 f"* quick: `{_config_text(quick)}`",
-                f"* paper: `{_changed(quick, paper)}`",
+                f"* paper: `{_changed(quick, paper)}`", *cpu,
                 f"* quick run time: {f'{t:.0f} s' if t is not None else 'not measured'}",
                 f"* paper result: {_committed_text(name)}", ""]
     return "\n".join(out)
 
 
-def _committed_text(name: str) -> str:
-    """The committed paper result of ``name``: its commit, run time and machine."""
+def _committed_text(name: str, profile: str = "paper") -> str:
+    """The committed ``profile`` result of ``name``: its commit, run time and machine."""
     from .simulations.committed import committed_stem, load_committed
 
-    js = committed_stem(name, "paper").with_suffix(".json")
+    js = committed_stem(name, profile).with_suffix(".json")
     if not js.exists():
-        return "not committed (`gmtheory run NAME --profile paper --commit`)"
+        return f"not committed (`gmtheory run NAME --profile {profile} --commit`)"
     c = json.loads(js.read_text()).get("committed", {})
-    stale = "" if load_committed(name, "paper") else "; **stale: the profile changed, rerun**"
-    return (f"`simulations/committed/{name}/paper.npz`, commit {str(c.get('git'))[:10]}, "
+    stale = "" if load_committed(name, profile) else "; **stale: the profile changed, rerun**"
+    return (f"`simulations/committed/{name}/{profile}.npz`, commit {str(c.get('git'))[:10]}, "
             f"{(c.get('run_seconds') or 0) / 60:.1f} min on {c.get('cpu_count')} cores "
             f"({c.get('machine')}){stale}")
 
@@ -529,6 +538,9 @@ def measured_block(name: str, measured_dir=MEASURED) -> str:
         return "\n".join(rows) + f"\n\n{t['how']}\n"
     if name == "profile":
         return _profile_table(json.loads((d / "reproduce-profile.json").read_text()))
+    if name in ("gma-claims", "gma-cpu-runs"):    # from simulations/committed/*/cpu.*
+        from .figures import gma_claims as G
+        return (G.claims_table if name == "gma-claims" else G.runs_table)()
     raise ValueError(f"name: unknown measured block {name!r}; use bench-NAME, reproduce, "
                      "profile or two-commands.")
 
@@ -595,6 +607,6 @@ if __name__ == "__main__":  # python -m gmtheory.tables: regenerate the committe
         Path("docs/report.md").write_text(report_page())
         print(f"wrote docs/report.md from {REPORT_JSON}")
     print("updated README.md map")
-    for p in ("README.md", "docs/performance.md"):
+    for p in ("README.md", "docs/performance.md", "docs/topics/gma.md"):
         if Path(p).exists() and update_blocks(p):
             print(f"updated measured blocks in {p}")

@@ -169,8 +169,11 @@ def test_bench_report_and_figure(tmp_path):
                          "fwd_temp_bytes": mem, "fwdbwd_temp_bytes": mem})
     res = summarise_gma({"rows": rows, "Ns": list(Ns), "Ks": [16], "backend": "cpu",
                          "dtype": "float32", "repeats": 10})
-    assert res["slopes"]["gma-causal[K=16] fwdbwd_s"] == pytest.approx(1.0, abs=1e-12)
-    assert res["slopes"]["softmax-xla-causal[K=None] fwdbwd_s"] == pytest.approx(2.0, abs=1e-12)
+    for form in ("unfused", "fused"):  # split at gma.FUSED_MIN_N["causal"] = 4096
+        assert res["slopes"][f"gma-causal[K=16, {form}] fwdbwd_s"]["slope"] == \
+            pytest.approx(1.0, abs=1e-12)
+    assert res["slopes"]["softmax-xla-causal[K=None] fwdbwd_s"]["slope"] == \
+        pytest.approx(2.0, abs=1e-12)
     assert res["crossover_N"] == 1024.0  # equal at 512 is not faster
     assert res["ratio_N"] == GOAL_N
     assert res["softmax_over_gma_fwdbwd"] == pytest.approx(GOAL_N / 512, rel=1e-12)
@@ -182,6 +185,60 @@ def test_bench_report_and_figure(tmp_path):
     assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_bench_slopes_never_span_the_fused_switch(tmp_path):
+    """Issue 27: a GMA slope is fitted over one form only.  Synthetic timings linear in N
+    on each side of gma.FUSED_MIN_N but 8x cheaper past it: a fit across the switch would
+    give a slope far below 1; the fits per form give exactly 1, over ranges that
+    gma.uses_fused puts on one side.  The repeats' spread is kept and drawn."""
+    from gmtheory.bench import format_gma, plot_gma, summarise_gma
+    from gmtheory.bench.gma import fit_ranges, run_spread
+
+    Ns = [2**k for k in range(9, 17)]
+    rows = []
+    for m, causal in (("gma-causal", True), ("gma-bidirectional", False)):
+        for N in Ns:
+            t = 1e-6 * N / (8 if gma.uses_fused(N, causal) else 1)
+            rows.append({"method": m, "K": 16, "N": N, "fwd_s": t, "fwdbwd_s": 2 * t,
+                         "fwdbwd_s_runs": [1.8 * t, 2 * t, 2.4 * t], "fwd_temp_bytes": 1e3 * N,
+                         "fwdbwd_temp_bytes": 1e3 * N})
+    res = summarise_gma({"rows": rows, "Ns": Ns, "Ks": [16], "backend": "cpu",
+                         "dtype": "float32", "repeats": 3, "fused_min_n": gma.FUSED_MIN_N})
+    for m, causal in (("gma-causal", True), ("gma-bidirectional", False)):
+        for form in ("unfused", "fused"):
+            fit = res["slopes"][f"{m}[K=16, {form}] fwdbwd_s"]
+            assert fit["slope"] == pytest.approx(1.0, abs=1e-9) and fit["se"] < 1e-6
+            ends = {gma.uses_fused(n, causal) for n in fit["N"]}
+            assert ends == {form == "fused"}, (m, form, fit["N"])
+            assert fit["sizes"] == sum(gma.uses_fused(n, causal) == (form == "fused")
+                                       for n in Ns)
+    assert not any(k.startswith("gma-causal[K=16] ") for k in res["slopes"])
+    # the thresholds recorded with the run decide, not today's constant
+    other = fit_ranges("gma-causal", Ns, {"causal": 1024, "bidirectional": 1024})
+    assert other == [("unfused", [512]), ("fused", Ns[1:])]
+    assert fit_ranges("linear-elu-causal", Ns) == [("", [n for n in Ns if n >= 2048])]
+    with pytest.raises(ValueError, match="fused_min_n"):
+        fit_ranges("gma-causal", Ns, {"bidirectional": 1024})
+    with pytest.raises(ValueError, match="field"):
+        run_spread(rows[0], "fwdbwd_temp_bytes")
+    assert run_spread(rows[0]) == pytest.approx((1.9 * rows[0]["fwd_s"], 2.2 * rows[0]["fwd_s"]))
+    assert " 15 " in format_gma(res).splitlines()[2]  # IQR: 15 % of the median
+    plot_gma(res, tmp_path / "b.png")
+    assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_figure_index_lists_the_bench_figures():
+    from gmtheory import tables
+    from gmtheory.bench.plot import BENCH_FIGURES
+
+    index = tables.figures_index()
+    assert "bench-gma" in BENCH_FIGURES
+    for name, f in BENCH_FIGURES.items():
+        assert f"## {name}\n" in index and f"![{name}]({name}.png)" in index
+        assert f"`{f.command}`" in index and f"--figure figures/{name}.png" in f.command
+    site = tables.figures_index(png_prefix="figures/", report_link="report.md")
+    assert "](topics/gma.md#benchmark)" in site and "](figures/bench-gma.png)" in site
+
+
 def test_bench_runs_and_skips_what_does_not_fit(monkeypatch):
     from gmtheory import bench
 
@@ -190,6 +247,7 @@ def test_bench_runs_and_skips_what_does_not_fit(monkeypatch):
     assert sorted(r["method"] for r in res["rows"]) == sorted(methods)
     assert all(r["fwd_s"] > 0 and r["fwdbwd_s"] > 0 and r["fwdbwd_temp_bytes"] > 0
                for r in res["rows"])
+    assert all(len(r["fwd_s_runs"]) == len(r["fwdbwd_s_runs"]) == 1 for r in res["rows"])
     assert res["skipped"] == [] and res["ratio_N"] == 512
     # With no memory to spare every case is compiled and listed with its estimate, not run.
     monkeypatch.setattr(bench.gma, "available_memory_bytes", lambda: 0.0)
@@ -227,7 +285,8 @@ def test_bench_resumes_from_partial_file(tmp_path, monkeypatch):
     part = tmp_path / "b.json.partial"
     done = {"method": "gma-causal", "K": 16, "N": 512, "fwd_s": 123.0, "fwdbwd_s": 456.0,
             "fwd_temp_bytes": 1.0, "fwdbwd_temp_bytes": 1.0}
-    header = {"backend": jax.default_backend(), "dtype": "float32", "repeats": 1}
+    header = {"backend": jax.default_backend(), "dtype": "float32", "repeats": 1,
+              "fused_min_n": gma.FUSED_MIN_N}
     methods = ("gma-causal", "linear-elu-causal")
     part.write_text(json.dumps({**header, "rows": [done], "skipped": []}))
     res = bench.bench_gma(quick=True, repeats=1, Ns=(512,), methods=methods, partial=part)

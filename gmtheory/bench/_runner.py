@@ -14,18 +14,26 @@ import time
 import jax
 from tqdm.auto import tqdm
 
-__all__ = ["time_fn", "available_memory_bytes", "MEMORY_SAFETY"]
+__all__ = ["time_fn", "time_runs", "available_memory_bytes", "MEMORY_SAFETY"]
 
 
-def time_fn(fn, *args, repeats: int = 5) -> float:
-    """Median wall time of ``fn(*args)`` after one warm-up (blocks until ready)."""
+def time_runs(fn, *args, repeats: int = 5) -> list[float]:
+    """Wall time of each of ``repeats`` calls ``fn(*args)`` after one warm-up (each blocks
+    until ready), in the order run: the spread that :func:`time_fn`'s median hides."""
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats: expected a positive integer, got {repeats!r}.")
     jax.block_until_ready(fn(*args))
     ts = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         jax.block_until_ready(fn(*args))
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+    return ts
+
+
+def time_fn(fn, *args, repeats: int = 5) -> float:
+    """Median wall time of ``fn(*args)`` after one warm-up (blocks until ready)."""
+    return statistics.median(time_runs(fn, *args, repeats=repeats))
 
 
 def _bar(name: str, progress: bool, **kw):

@@ -13,9 +13,10 @@ import numpy as np
 from .. import gma
 from ..cache import atomic_write_bytes
 from ..stats import fit_loglog
-from ._runner import MEMORY_SAFETY, _bar, _temp_bytes, available_memory_bytes, time_fn
+from ._runner import MEMORY_SAFETY, _bar, _temp_bytes, available_memory_bytes, time_runs
 
-__all__ = ["bench_gma", "format_gma", "summarise_gma", "GOAL_N", "SLOPE_MIN_N"]
+__all__ = ["bench_gma", "format_gma", "summarise_gma", "fit_ranges", "GOAL_N", "SLOPE_MIN_N",
+           "GMA_FORMS", "run_spread", "SPREAD"]
 
 
 def _gma_methods(params, heads, dh):
@@ -61,7 +62,8 @@ def bench_gma(*, quick: bool = False, repeats: int = 10, dtype=jnp.float32,
     docs/topics/gma.md#gaussian-mixture-attention-gmtheorygma).
 
     d_model = 64, 4 heads; forward and forward+backward; median of ``repeats`` after a
-    warm-up; compiled temporary memory from XLA's memory analysis. A case whose
+    warm-up (every run's time is kept, ``fwd_s_runs`` and ``fwdbwd_s_runs``, for the
+    spread); compiled temporary memory from XLA's memory analysis. A case whose
     estimate times ``MEMORY_SAFETY`` exceeds the memory available is not run and is
     listed under ``"skipped"`` (on a 24 GiB machine: xla softmax at N = 16384).
     ``Ns`` overrides the sequence lengths (default 2^9..2^16, ``quick``: 2^9..2^12) and
@@ -96,7 +98,7 @@ def bench_gma(*, quick: bool = False, repeats: int = 10, dtype=jnp.float32,
                     continue
                 cases.append((name, K, base if p is None else p, f, N))
     header = {"backend": jax.default_backend(), "dtype": jnp.dtype(dtype).name,
-              "repeats": repeats}
+              "repeats": repeats, "fused_min_n": dict(gma.FUSED_MIN_N)}
     done = _load_partial(partial, header)
     rows, skipped = [], []
     for name, K, p, f, N in _bar("gma", progress, iterable=cases):
@@ -128,8 +130,9 @@ def _measure_gma_case(name, K, p, f, N, x, repeats) -> tuple[str, dict]:
     have = available_memory_bytes()
     if need > have:  # running it would get the process OOM-killed
         return "skipped", {**row, "needed_bytes": need, "available_bytes": have}
-    row["fwd_s"] = time_fn(fwd, p, x, repeats=repeats)
-    row["fwdbwd_s"] = time_fn(fb, p, x, repeats=repeats)
+    for key, c in (("fwd_s", fwd), ("fwdbwd_s", fb)):
+        row[f"{key}_runs"] = time_runs(c, p, x, repeats=repeats)
+        row[key] = float(np.median(row[f"{key}_runs"]))
     return "rows", row
 
 
@@ -148,19 +151,55 @@ def _load_partial(path, header: dict) -> dict:
 
 
 GOAL_N = 16384  # the N of GMA's speed and memory goals (docs/topics/gma.md)
-SLOPE_MIN_N = 2048  # slopes are fitted over N >= this
+SLOPE_MIN_N = 2048  # a method with one form at every N: slopes fitted over N >= this
+# the methods that call gma_attention, which switches form at gma.FUSED_MIN_N[direction]
+GMA_FORMS = {"gma-causal": "causal", "gma-bidirectional": "bidirectional"}
+
+
+def fit_ranges(method: str, Ns, fused_min_n=None) -> list[tuple[str, list[int]]]:
+    """The sequence lengths of ``Ns`` over which ``method``'s log-log slopes are fitted, as
+    ``[(form, Ns), ...]``: one range per form of the computation, never across a switch.
+
+    The methods of :data:`GMA_FORMS` give ``("unfused", N < switch)`` and ``("fused",
+    N >= switch)``, the switch being ``fused_min_n[direction]`` (the thresholds the run
+    used; default :data:`gmtheory.gma.FUSED_MIN_N`, the rule of
+    :func:`gmtheory.gma.uses_fused`); every other method, one form at every N, gives
+    ``[("", N >= SLOPE_MIN_N)]``.  Ranges with no size are left out.
+    """
+    Ns = sorted(int(n) for n in Ns)
+    if method not in GMA_FORMS:
+        ranges = [("", [n for n in Ns if n >= SLOPE_MIN_N])]
+    else:
+        thresholds = gma.FUSED_MIN_N if fused_min_n is None else fused_min_n
+        try:
+            switch = int(thresholds[GMA_FORMS[method]])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"fused_min_n: expected a threshold for {GMA_FORMS[method]!r} "
+                             f"like {gma.FUSED_MIN_N}, got {fused_min_n!r}.") from None
+        ranges = [("unfused", [n for n in Ns if n < switch]),
+                  ("fused", [n for n in Ns if n >= switch])]
+    return [(form, ns) for form, ns in ranges if ns]
+
+
+def _slope_key(method, K, form, field) -> str:
+    return f"{method}[K={K}{', ' + form if form else ''}] {field}"
 
 
 def summarise_gma(res: dict) -> dict:
     """Slopes, crossover and goal ratios of a ``bench_gma`` result, from its rows alone.
 
-    Slopes are log-log fits over N >= 2048. The ratios are taken at ``GOAL_N`` when both
-    methods were measured there, otherwise at the largest N both were measured at (the
-    quick profile stops at 4096). Recomputing this from a saved JSON gives the same
-    summary as the run that wrote it.
+    Slopes are least-squares log-log fits of the medians (:func:`gmtheory.stats.fit_loglog`)
+    over each range of :func:`fit_ranges`, with the thresholds the run recorded
+    (``res["fused_min_n"]``): a GMA form's unfused and fused sizes are fitted apart, never
+    across ``FUSED_MIN_N``.  Each slope is ``{"slope", "se", "N": [first, last], "sizes"}``
+    (``se`` None for a fit of two sizes), keyed ``method[K=K, form] field``.  The ratios
+    are taken at ``GOAL_N`` when both methods were measured there, otherwise at the largest
+    N both were measured at (the quick profile stops at 4096).  Recomputing this from a
+    saved JSON gives the same summary as the run that wrote it.
     """
     rows, K0 = res["rows"], res["Ks"][0]
     res = {**res, "slopes": {}}
+    res.pop("slope_Ns", None)  # one fit range for all: the summary before the forms were split
 
     def series(method, K, field):
         pts = [(r["N"], r[field]) for r in rows if r["method"] == method and r["K"] == K]
@@ -172,15 +211,18 @@ def summarise_gma(res: dict) -> dict:
     def ref_N(common):
         return GOAL_N if GOAL_N in common else max(common)
 
-    big = [n for n in res["Ns"] if n >= SLOPE_MIN_N]
-    res["slope_Ns"] = big
     for r in sorted({(r["method"], r["K"] or 0) for r in rows}):
         K = r[1] or None
         for field in ("fwd_s", "fwdbwd_s", "fwdbwd_temp_bytes"):
             n, t = series(r[0], K, field)
-            sel = np.isin(n, big) & np.isfinite(t) & (t > 0)
-            if sel.sum() >= 2:
-                res["slopes"][f"{r[0]}[K={K}] {field}"] = fit_loglog(n[sel], t[sel]).slope
+            for form, span in fit_ranges(r[0], n, res.get("fused_min_n")):
+                sel = np.isin(n, span) & np.isfinite(t) & (t > 0)
+                if sel.sum() < 2:
+                    continue
+                fit = fit_loglog(n[sel], t[sel])
+                res["slopes"][_slope_key(r[0], K, form, field)] = {
+                    "slope": fit.slope, "se": fit.stderr if np.isfinite(fit.stderr) else None,
+                    "N": [int(n[sel].min()), int(n[sel].max())], "sizes": fit.n}
     n_s, t_s = series("softmax-xla-causal", None, "fwdbwd_s")
     n_g, t_g = series("gma-causal", K0, "fwdbwd_s")
     common = [n for n in n_g if n in n_s]
@@ -200,24 +242,42 @@ def summarise_gma(res: dict) -> dict:
     return res
 
 
+SPREAD = (25, 75)  # percentiles of the repeats shown as the spread: the interquartile range
+
+
+def run_spread(row: dict, field: str = "fwdbwd_s"):
+    """The ``SPREAD`` percentiles ``(low, high)`` of a row's repeated times ``field``
+    (``"fwd_s"`` or ``"fwdbwd_s"``), or None for a row that kept only the median."""
+    if field not in ("fwd_s", "fwdbwd_s"):
+        raise ValueError(f"field: expected 'fwd_s' or 'fwdbwd_s', got {field!r}.")
+    runs = row.get(f"{field}_runs")
+    return tuple(float(v) for v in np.percentile(runs, SPREAD)) if runs else None
+
+
 def format_gma(res: dict) -> str:
     lines = [f"backend {res['backend']}, dtype {res['dtype']}, median of {res['repeats']}; "
-             "d_model 64, 4 heads",
-             f"{'method':<22} {'K':>4} {'N':>7} {'fwd s':>9} {'fwd+bwd s':>10} {'temp MiB':>9}"]
+             "d_model 64, 4 heads; IQR: interquartile range of the fwd+bwd runs / median",
+             f"{'method':<22} {'K':>4} {'N':>7} {'fwd s':>9} {'fwd+bwd s':>10} {'IQR %':>6} "
+             f"{'temp MiB':>9}"]
     for r in res["rows"]:
+        q = run_spread(r)
+        iqr = "-" if q is None else f"{100 * (q[1] - q[0]) / r['fwdbwd_s']:.0f}"
         lines.append(f"{r['method']:<22} {r['K'] or '-':>4} {r['N']:>7} {r['fwd_s']:9.4f} "
-                     f"{r['fwdbwd_s']:10.4f} {r['fwdbwd_temp_bytes'] / 2**20:9.1f}")
+                     f"{r['fwdbwd_s']:10.4f} {iqr:>6} {r['fwdbwd_temp_bytes'] / 2**20:9.1f}")
     for r in res.get("skipped", ()):
         lines.append(f"{r['method']:<22} {r['K'] or '-':>4} {r['N']:>7}  not run: needs about "
                      f"{r['needed_bytes'] / 2**30:.1f} GiB ({MEMORY_SAFETY:g} x XLA's "
                      f"{r['fwdbwd_temp_bytes'] / 2**30:.1f} GiB estimate), "
                      f"{r['available_bytes'] / 2**30:.1f} GiB available")
-    sn = res.get("slope_Ns") or [SLOPE_MIN_N]
-    lines.append(f"log-log slopes over N = {min(sn)}..{max(sn)} ({len(sn)} sizes; goal <= 1.15 "
-                 "for GMA" + ("" if len(sn) > 2 else "; two sizes only, so indicative: run "
-                              "without --quick for the goal") + "):")
+    fmin = res.get("fused_min_n") or gma.FUSED_MIN_N
+    lines.append("log-log slopes ± SE of the medians (goal <= 1.15 for GMA); GMA's unfused "
+                 f"and fused forms fitted apart (fused from N = {fmin['causal']} causal, "
+                 f"{fmin['bidirectional']} bidirectional), other methods over N >= "
+                 f"{SLOPE_MIN_N}; a fit of two sizes has no SE and is indicative only:")
     for k, v in sorted(res["slopes"].items()):
-        lines.append(f"  {k:<48} {v:+.3f}")
+        se = "" if v["se"] is None else f" ± {v['se']:.3f}"
+        lines.append(f"  {k:<52} {v['slope']:+.3f}{se:<8} N = {v['N'][0]}..{v['N'][1]} "
+                     f"({v['sizes']} sizes)")
     cross = res["crossover_N"]
     lines.append("crossover N (causal GMA fwd+bwd faster than xla softmax): "
                  + ("none measured" if cross is None else f"{cross:g}"))
