@@ -161,7 +161,7 @@ def test_lm_point_raises_on_a_non_finite_loss_and_leaves_jax_config_alone(monkey
 
     runs = []
 
-    def fake_run(cfg, mixer, causal, data, key, width, desc, tag):
+    def fake_run(cfg, mixer, data, key, **kw):
         runs.append(mixer)
         hist = {"val_ce": np.array([[1.0], [np.nan]])}            # (records, seeds)
         res = types.SimpleNamespace(history=hist, initial={"val_ce": np.ones(1)}, steps=1)
@@ -170,7 +170,7 @@ def test_lm_point_raises_on_a_non_finite_loss_and_leaves_jax_config_alone(monkey
     corpus = {"python": "3", "train_files": 1, "val_files": 1, "train": b"ab", "val": b"c"}
     monkeypatch.setattr(gma_sims, "lm_corpus", lambda *a: corpus)
     monkeypatch.setattr(gma_sims, "lm_data", lambda cfg, c: {"val_tokens": None})
-    monkeypatch.setattr(gma_sims, "_seq_run", fake_run)
+    monkeypatch.setattr(gma_sims, "seq_run", fake_run)
     monkeypatch.setattr(gma_sims.GM, "param_count", lambda m: 0)
     cfg = types.SimpleNamespace(max_train_bytes=2, max_val_bytes=1, width=4, seeds=1)
     before = jax.config.jax_enable_compilation_cache
