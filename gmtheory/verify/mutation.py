@@ -108,6 +108,9 @@ UNCHECKED: dict[str, str] = {
     "icl_softmax.isotropic_variance": _ICL09 + " (it is the V of the derived optimum)",
     "gma.init": ("a random initialisation: scaled parameters are another valid layer, and "
                  "every GMA check compares two computations for the parameters it gets"),
+    "gma.kmeanspp_means": ("an initialisation (k-means++ seeding of the means): scaled means "
+                           "are another valid start; tests/test_gma_ablations.py checks that "
+                           "each seeded mean is a projected data point"),
     "gma.uses_fused": "it returns a bool (which code path); there is no float to perturb",
     "hermite.naive_alternative": ("the alternative that icl.05's power comparison must "
                                   "reject, 37 % from the data at its resolvable points: a 10 % "
