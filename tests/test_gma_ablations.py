@@ -118,6 +118,11 @@ def test_bad_config():
         AblationConfig(copy_data=32)
     with pytest.raises(ValueError, match="sharp_tau0"):
         AblationConfig(sharp_tau0=0.0)
+    with pytest.raises(ValueError, match="copy_symbols"):
+        AblationConfig(copy_symbols=300)
+    from gmtheory.simulations.gma_sims import RecallConfig
+    with pytest.raises(ValueError, match="listops_steps"):
+        RecallConfig(listops_steps=-5)
 
 
 def test_copy_and_router_rows_run_and_draw(tmp_path):

@@ -92,6 +92,8 @@ class AblationConfig(GMAModelConfig):
         if not 1 <= self.copy_data < self.width:
             raise ValueError(f"copy_data: must be in [1, width={self.width}), got "
                              f"{self.copy_data}.")
+        if not 1 <= self.copy_symbols <= 254:           # symbols, blank and marker < 256
+            raise ValueError(f"copy_symbols: must be in [1, 254], got {self.copy_symbols}.")
         for name in ("sharp_tau0",):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}: must be positive, got {getattr(self, name)}.")
