@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["provenance", "config_key", "save_result", "load_result", "atomic_write_bytes",
-           "environment_identity", "files_identity",
+           "environment_identity", "files_identity", "git_hash",
            "source_fingerprint", "Fingerprint", "StaleResultWarning", "changed_files",
            "try_claim", "release_claim", "check_writable"]
 
@@ -241,7 +241,8 @@ def release_claim(path) -> None:
         pass
 
 
-def _git_hash() -> str | None:
+def git_hash() -> str | None:
+    """The commit checked out where this package's source lives (``None`` outside git)."""
     here = Path(__file__).resolve().parent
     try:
         out = subprocess.run(
@@ -295,7 +296,7 @@ def provenance() -> dict:
 
     return {
         "gmtheory": __version__,
-        "git": _git_hash(),
+        "git": git_hash(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         **environment_identity(),

@@ -213,6 +213,7 @@ def checks_table() -> str:
 def figures_index(png_prefix: str = "", report_link: str = "../docs/report.md") -> str:
     """Every registered figure with its caption, command, simulation and backing checks
     (with their verdicts in the committed ``checks.json``, linked to ``report_link``), then
+    the figures of committed cpu and paper runs (:func:`committed_figures_index`), then
     the benchmark figures (:func:`gmtheory.bench.plot.bench_figures_index`)."""
     from .bench.plot import bench_figures_index
     from .figures import all_figures, get_figure
@@ -242,7 +243,40 @@ def figures_index(png_prefix: str = "", report_link: str = "../docs/report.md") 
                 f"`gmtheory figures {name} --profile paper`)",
                 f"* simulation: `{f.simulation}` (`gmtheory run {f.simulation}`)",
                 f"* checks behind the claim: {checks}", ""]
-    return "\n".join(out + bench_figures_index(png_prefix, report_link))
+    return "\n".join(out + committed_figures_index(png_prefix) +
+                     bench_figures_index(png_prefix, report_link))
+
+
+COMMITTED_PROFILES = ("cpu", "paper")
+
+
+def committed_figures_index(png_prefix: str = "", figures_dir=Path("figures")) -> list[str]:
+    """The Markdown lines of the figures drawn from committed runs (``--profile cpu`` and
+    ``--profile paper``: :mod:`gmtheory.simulations.committed`), each where its PNG is
+    committed under ``figures/PROFILE/``."""
+    from .figures import all_figures, get_figure
+    from .simulations.committed import committed_stem
+
+    out = []
+    for prof in COMMITTED_PROFILES:
+        for name in all_figures():
+            f = get_figure(name)
+            stem = committed_stem(f.simulation, prof)
+            if not (stem.with_suffix(".json").exists()
+                    and (Path(figures_dir) / prof / f"{name}.png").exists()):
+                continue
+            out += [f"## {name} ({prof} profile)", "",
+                    f"![{name}, {prof} profile]({png_prefix}{prof}/{name}.png)", "",
+                    f"*{_cell(f.caption)}*", "",
+                    f"* command: `gmtheory figures {name} --profile {prof} --out "
+                    f"figures/{prof}`",
+                    f"* drawn from the committed run `simulations/committed/{f.simulation}/"
+                    f"{prof}.npz` (`gmtheory run {f.simulation} --profile {prof} --commit`)",
+                    ""]
+    if out:
+        out = ["Figures drawn from committed runs of larger profiles (opt-in; each run's "
+               "time and machine are in its `.json`).", ""] + out
+    return out
 
 
 def _config_text(values: dict) -> str:
@@ -540,7 +574,9 @@ def measured_block(name: str, measured_dir=MEASURED) -> str:
         return _profile_table(json.loads((d / "reproduce-profile.json").read_text()))
     if name in ("gma-claims", "gma-cpu-runs"):    # from simulations/committed/*/cpu.*
         from .figures import gma_claims as G
-        return (G.claims_table if name == "gma-claims" else G.runs_table)()
+        if name == "gma-claims":
+            return G.claims_table(bench=str(d.parent / "bench-gma.json"))
+        return G.runs_table()
     raise ValueError(f"name: unknown measured block {name!r}; use bench-NAME, reproduce, "
                      "profile or two-commands.")
 

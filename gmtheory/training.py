@@ -356,7 +356,12 @@ def _programs(fns_static, optimizer, record_every, block, batched, batched_data,
     def metrics_of(p, data, dyn):
         return fns_of(dyn)[1](p, data)
 
-    if batched:
+    if batched == "map":
+        axes = (0, 0, 0, 0, 0 if batched_data else None, 0 if has_key else None, None, None)
+        run_block = jax.jit(_map_models(one_block, axes, (0, 0, 0, 0, 1, 1)))
+        init_metrics = jax.jit(jax.vmap(metrics_of,
+                                        in_axes=(0, 0 if batched_data else None, None)))
+    elif batched:
         axes = (0, 0, 0, 0, 0 if batched_data else None, 0 if has_key else None, None, None)
         run_block = jax.jit(jax.vmap(one_block, in_axes=axes,
                                      out_axes=(0, 0, 0, 0, 1, 1)))
@@ -366,6 +371,24 @@ def _programs(fns_static, optimizer, record_every, block, batched, batched_data,
         run_block = jax.jit(one_block)
         init_metrics = jax.jit(metrics_of)
     return run_block, init_metrics
+
+
+def _map_models(fn, in_axes, out_axes):
+    """``jax.vmap(fn, in_axes, out_axes)`` computed one model after another
+    (``jax.lax.map``): each model runs the unbatched program."""
+    idx = [i for i, a in enumerate(in_axes) if a == 0]
+
+    def mapped(*args):
+        def one(xs):
+            full = list(args)
+            for i, x in zip(idx, xs, strict=True):
+                full[i] = x
+            return fn(*full)
+
+        out = jax.lax.map(one, tuple(args[i] for i in idx))
+        return tuple(o if ax == 0 else jax.tree.map(lambda a, ax=ax: jnp.moveaxis(a, 0, ax), o)
+                     for o, ax in zip(out, out_axes, strict=True))
+    return mapped
 
 
 def clear_programs() -> None:
@@ -415,7 +438,7 @@ def _optimizer_parts(optimizer):
 def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, data=None,
           value_and_grad_fn: Callable | None = None, record_every: int | None = None,
           metrics_fn: Callable | None = None, block_records: int | None = None,
-          batched: bool = False, batched_data: bool = False, checkpoint=None,
+          batched: bool | str = False, batched_data: bool = False, checkpoint=None,
           callback: Callable | None = None, progress: bool | None = None,
           desc: str = "train", tag=None) -> TrainResult:
     """Train ``params`` with an optax ``optimizer`` for ``steps`` steps.
@@ -441,7 +464,12 @@ def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, 
         ``metrics_fn(params, data) -> dict`` of arrays, recorded after every record.
     batched, batched_data:
         Train a leading axis of independent models (``key`` then holds one key per
-        model); ``batched_data`` says that ``data`` has that axis too.
+        model); ``batched_data`` says that ``data`` has that axis too.  ``batched=True``
+        trains them together under ``vmap``; ``batched="map"`` one after another inside the
+        same compiled block (``jax.lax.map``), each with the unbatched program: on one CPU
+        device faster where each model's matmuls are already large (three GMA recall
+        models of width 64 at N = 256: 0.21 s a step against 0.31 s under ``vmap``).
+        With several devices the models are sharded and ``"map"`` falls back to ``vmap``.
     checkpoint:
         Path of the checkpoint file; default: a file inside the active
         :func:`checkpoint_scope`, else no checkpoint.  ``False`` disables it.
@@ -473,6 +501,10 @@ def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, 
     has_key = key is not None
     fn_dyn, fn_key = _split_fns(loss_fn, value_and_grad_fn, metrics_fn)
     opt_key, tx = _optimizer_parts(optimizer)
+    if batched not in (False, True, "map"):
+        raise ValueError(f"batched: True, False or 'map', got {batched!r}.")
+    if batched == "map" and _sharding.local_device_count() > 1:
+        batched = True                    # models sharded over the devices: vmap per device
     build = (_programs.__wrapped__ if fn_key.key is None or opt_key.key is None
              else _programs)
     run_block, init_metrics = build(fn_key, opt_key, record_every, block, batched,

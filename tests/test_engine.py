@@ -84,23 +84,31 @@ def test_nan_guard_names_the_step_and_keeps_finite_parameters():
     np.testing.assert_allclose(err.value.params["w"][0], 0.3 - 0.7 / 0.3)
 
 
-def test_nan_guard_batched_names_the_model():
+@pytest.mark.parametrize("batched", [True, "map"])
+def test_nan_guard_batched_names_the_model(batched):
     w0 = jnp.array([[1.0, 0.0], [5.0, 0.0]])   # model 1 never goes negative
     with pytest.raises(training.NonFiniteError, match=r"models \[0\]") as err:
         training.train(lambda p, d, k: jnp.log(p["w"][0]), {"w": w0}, optax.sgd(0.7),
-                       steps=20, record_every=5, batched=True, progress=False)
+                       steps=20, record_every=5, batched=batched, progress=False)
     assert err.value.seeds == [0]
 
 
-def test_batched_equals_separate_runs():
+@pytest.mark.parametrize("batched", [True, "map"])
+def test_batched_equals_separate_runs(batched):
     keys = jax.random.split(jax.random.key(3), 3)
     p0 = {"w": jnp.zeros((3, 3))}
     rb = training.train(_loss, p0, optax.adam(5e-2), steps=40, key=keys, data=TARGET,
-                        record_every=10, batched=True, progress=False)
+                        record_every=10, batched=batched, progress=False,
+                        metrics_fn=lambda p, d: {"err": jnp.sum((p["w"] - d) ** 2)})
+    assert rb.loss.shape == rb.history["err"].shape == (4, 3)   # (records, models)
     for i in range(3):
         ri = training.train(_loss, {"w": jnp.zeros(3)}, optax.adam(5e-2), steps=40,
-                            key=keys[i], data=TARGET, record_every=10, progress=False)
+                            key=keys[i], data=TARGET, record_every=10, progress=False,
+                            metrics_fn=lambda p, d: {"err": jnp.sum((p["w"] - d) ** 2)})
         np.testing.assert_allclose(rb.params["w"][i], ri.params["w"], rtol=1e-12)
+        np.testing.assert_allclose(rb.history["err"][:, i], ri.history["err"], rtol=1e-10)
+    with pytest.raises(ValueError, match="batched"):
+        training.train(_loss, p0, optax.adam(5e-2), steps=40, key=keys, batched="pmap")
 
 
 def test_a_weak_typed_parameter_compiles_the_block_once():

@@ -60,3 +60,25 @@ def test_lm_rows_lower_bits_are_better():
     a["gma/resp_dead_fraction"] = np.zeros((3, 2))
     rows = claim_rows(None, (a, {}))
     assert _verdicts(rows) == ["supported", "supported"]
+
+
+def _bench(power, Ns=(4096, 8192, 16384, 32768), noise=0.02):
+    """A made-up ``gmtheory bench gma`` result: fused causal GMA (K = 16) whose time and
+    memory grow as N**power, with a little scatter so that every fit has an SE."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for N in Ns:
+        f = (N / 4096.0) ** power
+        rows.append({"method": "gma-causal", "K": 16, "N": N,
+                     "fwd_s": f * 1e-3, "fwdbwd_s": f * 3e-3 * np.exp(noise * rng.normal()),
+                     "fwdbwd_temp_bytes": f * 1e6 * np.exp(noise * rng.normal())})
+    return {"rows": rows, "Ks": [16], "fused_min_n": {"causal": 4096, "bidirectional": 8192}}
+
+
+def test_memory_row_reads_the_fused_slopes():
+    from gmtheory.figures.gma_claims import memory_row
+
+    assert memory_row(_bench(1.0))[1] == "supported"
+    assert memory_row(_bench(2.0))[1] == "not supported"
+    assert memory_row(_bench(1.0, Ns=(4096, 8192)))[1].startswith("undecided")  # no SE
+    assert memory_row(_bench(1.0, Ns=(512, 1024, 2048)))[1].startswith("undecided")  # unfused

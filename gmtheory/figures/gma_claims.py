@@ -17,6 +17,12 @@ difference exceeds ``Z`` = 2 of its SEs.  The rules were fixed before the runs:
 * **responsibilities specialise** (first GMA layer of the byte LM): *supported* if the NMI
   of the argmax component with the byte category exceeds the NMI with shuffled categories
   by more than ``Z`` SE over seeds (heads averaged within a seed).
+* **linear time and memory in N at fixed K** (``gmtheory bench gma``, the committed
+  ``docs/bench-gma.json``): the log-log slopes of fwd+bwd time and compiled memory of
+  every long-context (fused) GMA form, each K.  *Supported* if every slope is below the
+  benchmark's goal :data:`gmtheory.bench.plot.GOAL` (1.15, fixed with the benchmark) by
+  more than ``Z`` SE, *not supported* if any is above it by more than ``Z`` SE, otherwise
+  *undecided* (a fit of two sizes has no SE and decides nothing).
 
 :func:`runs_table` lists what each run cost: parameters, time per step and peak memory.
 Rendered into README.md and docs/topics/gma.md by ``python -m gmtheory.tables`` (measured
@@ -29,7 +35,7 @@ import numpy as np
 
 from ..stats import mean_se
 
-__all__ = ["Z", "claim_rows", "claims_table", "runs_table"]
+__all__ = ["Z", "claim_rows", "memory_row", "claims_table", "runs_table"]
 
 Z = 2.0
 LEARNT = 0.9     # MQAR accuracy at which softmax has learnt recall (issue 27's target)
@@ -136,6 +142,42 @@ def claim_rows(recall, lm) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def memory_row(bench: dict) -> tuple[str, str, str, str]:
+    """The ``(claim, verdict, evidence, command)`` row of the linear-memory claim from a
+    ``gmtheory bench gma`` result (its JSON, read back)."""
+    from ..bench.gma import summarise_gma
+    from ..bench.plot import GOAL
+
+    slopes = summarise_gma(bench)["slopes"]
+    fits = {k: v for k, v in slopes.items() if k.startswith(("gma-causal[", "gma-bidirectional["))
+            and ", fused]" in k and not k.endswith(" fwd_s")}
+    below = [v["se"] is not None and v["slope"] + Z * v["se"] < GOAL for v in fits.values()]
+    above = [v["se"] is not None and v["slope"] - Z * v["se"] > GOAL for v in fits.values()]
+    verdict = ("undecided: no fused GMA form was measured" if not fits else
+               "not supported" if any(above) else
+               "supported" if all(below) else "undecided (a slope within "
+               f"{Z:g} SE of {GOAL:g})")
+
+    def span(field):
+        vs = [v for k, v in fits.items() if k.endswith(field)]
+        lo, hi = min(vs, key=lambda v: v["slope"]), max(vs, key=lambda v: v["slope"])
+        return f"{lo['slope']:.2f} ± {lo['se'] or 0:.2f} to {hi['slope']:.2f} ± {hi['se'] or 0:.2f}"
+
+    ev = "no fused rows"
+    if fits:
+        Ns = [n for v in fits.values() for n in v["N"]]
+        Ks = sorted({int(k.split("K=")[1].split(",")[0]) for k in fits})
+        ev = (f"log-log slopes of the fused causal and bidirectional forms (K = "
+              f"{', '.join(map(str, Ks))}; N = {min(Ns)}–{max(Ns)}): fwd+bwd time "
+              f"{span(' fwdbwd_s')}, compiled memory {span(' fwdbwd_temp_bytes')}; goal "
+              f"≤ {GOAL:g}")
+        sm = slopes.get("softmax-xla-causal[K=None] fwdbwd_s")
+        if sm:
+            ev += f"; XLA softmax time {sm['slope']:.2f} ± {sm['se'] or 0:.2f}"
+    return ("linear time and memory in N at fixed K (fwd+bwd, CPU)", verdict, ev,
+            "`gmtheory bench gma`")
+
+
 def _committed(profile: str) -> dict:
     from ..simulations import load_all
     from ..simulations.committed import load_committed
@@ -147,12 +189,18 @@ def _committed(profile: str) -> dict:
     return got
 
 
-def claims_table(profile: str = "cpu") -> str:
-    """The Markdown claim table from the committed ``profile`` runs; raises
+def claims_table(profile: str = "cpu", bench: str | None = None) -> str:
+    """The Markdown claim table from the committed ``profile`` runs and, when given, the
+    ``gmtheory bench gma`` JSON ``bench`` (the linear-memory row); raises
     ``FileNotFoundError`` when neither run is committed for the profile's config."""
+    import json
+    from pathlib import Path
+
     got = _committed(profile)
     pair = {n: None if v is None else v[:2] for n, v in got.items()}
     rows = claim_rows(pair["gma-recall"], pair["gma-lm"])
+    if bench is not None and Path(bench).exists():
+        rows.append(memory_row(json.loads(Path(bench).read_text())))
     out = ["| claim of the GMA reference | verdict at this scale | mean ± SE over seeds "
            "| produced by |", "|---|---|---|---|"]
     out += [f"| {c} | {v} | {e} | {cmd} |" for c, v, e, cmd in rows]

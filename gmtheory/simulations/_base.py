@@ -37,6 +37,7 @@ from ..cache import (
     check_writable,
     config_key,
     environment_identity,
+    git_hash,
     load_result,
     release_claim,
     save_result,
@@ -424,6 +425,7 @@ def run_simulation(
     results: dict[int, dict] = {}
     stats = {"computed": 0, "reused": 0, "waited": 0}
     t0 = time.perf_counter()
+    started_git = git_hash()      # a long run outlives edits: the commit it started from
     # several processes (jax.distributed, or two shells on one folder) share the points:
     # each starts with its own share and claims a point atomically before computing it
     nproc, rank = jax.process_count(), jax.process_index()
@@ -479,6 +481,7 @@ def run_simulation(
         "environment": env,
         "data_identity": data,
         "points_computed": stats["computed"],
+        "started_git": started_git,
     }
     save_result(stem, arrays, meta)
     _LAST_STATS.clear()

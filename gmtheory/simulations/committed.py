@@ -37,7 +37,8 @@ def commit_result(name: str, profile: str = "paper", *,
                   results_dir: str | Path = "simulations/results",
                   progress: bool = True) -> Path:
     """Run (or load from the cache) ``name`` at ``profile`` and copy the result to
-    :func:`committed_stem`, adding ``committed``: the git commit and wall time of the run
+    :func:`committed_stem`, adding ``committed``: the git commit the run started from
+    (``started_git``; the commit at the end where an older result lacks it), its wall time
     and the machine.  Returns the stem.  A cached result of the same config is committed
     even if the source changed since it was computed (a long run outlives edits; its
     fingerprint records the code that computed it, and :func:`load_committed` names the
@@ -52,7 +53,8 @@ def commit_result(name: str, profile: str = "paper", *,
                                          progress=progress, reuse_stale=True)
     prov = meta.get("provenance", {})
     meta = {k: v for k, v in meta.items() if k not in ("provenance", "arrays")}
-    meta["committed"] = {"git": prov.get("git"), "run_seconds": meta.get("seconds"),
+    meta["committed"] = {"git": meta.get("started_git") or prov.get("git"),
+                         "run_seconds": meta.get("seconds"),
                          "machine": platform.machine(), "platform": prov.get("platform"),
                          "jax": prov.get("jax"), "cpu_count": _cpus()}
     stem = committed_stem(name, profile)
