@@ -215,6 +215,8 @@ def test_commit_and_load_a_result(tmp_path, monkeypatch):
     for k in arrays:
         np.testing.assert_array_equal(arrays[k], fresh[k])
     assert meta["committed"]["git"] is not None and "committed result (recorded at commit" in note
+    # the commit the run started from (a long run outlives edits and commits)
+    assert meta["committed"]["git"] == meta["started_git"]
     # another config (the TOML changed): not used
     real = committed.make_config
     monkeypatch.setattr(committed, "make_config",

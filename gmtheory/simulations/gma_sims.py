@@ -245,8 +245,8 @@ class RecallConfig(GMAModelConfig):
     The paper profile (ListOps N = 500, 1000, 2000 bidirectional, read at its first
     token, as in LRA's lengths; MQAR N = 256..2048 with 16 pairs; width 128, 2 blocks,
     5000 steps) is sized for one GPU.  The opt-in cpu profile (MQAR N = 256 with 16 pairs,
-    bidirectional ListOps N = 512, two blocks of width 64, five mixers; 47 min on 2
-    cores) is committed and feeds the README's claim table
+    2000 steps; bidirectional ListOps N = 512, 80 steps; two blocks of width 64, five
+    mixers; 38 min on 2 cores) is committed and feeds the README's claim table
     (:mod:`gmtheory.figures.gma_claims`).
     """
 
