@@ -82,3 +82,9 @@ def test_memory_row_reads_the_fused_slopes():
     assert memory_row(_bench(2.0))[1] == "not supported"
     assert memory_row(_bench(1.0, Ns=(4096, 8192)))[1].startswith("undecided")  # no SE
     assert memory_row(_bench(1.0, Ns=(512, 1024, 2048)))[1].startswith("undecided")  # unfused
+    # memory measured, time not (a run that failed its timings): the row says so
+    b = _bench(1.0)
+    for r in b["rows"]:
+        r["fwdbwd_s"] = float("nan")
+    _, verdict, ev, _ = memory_row(b)
+    assert verdict.startswith("undecided") and "time not measured" in ev

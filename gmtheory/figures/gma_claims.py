@@ -19,8 +19,8 @@ difference exceeds ``Z`` = 2 of its SEs.  The rules were fixed before the runs:
   by more than ``Z`` SE over seeds (heads averaged within a seed).
 * **linear time and memory in N at fixed K** (``gmtheory bench gma``, the committed
   ``docs/bench-gma.json``): the log-log slopes of fwd+bwd time and compiled memory of
-  every long-context (fused) GMA form, each K.  *Supported* if every slope is below the
-  benchmark's goal :data:`gmtheory.bench.plot.GOAL` (1.15, fixed with the benchmark) by
+  every long-context (fused) GMA form, each K.  *Supported* if both were measured and
+  every slope is below the benchmark's goal :data:`gmtheory.bench.plot.GOAL` (1.15, fixed with the benchmark) by
   more than ``Z`` SE, *not supported* if any is above it by more than ``Z`` SE, otherwise
   *undecided* (a fit of two sizes has no SE and decides nothing).
 
@@ -153,13 +153,17 @@ def memory_row(bench: dict) -> tuple[str, str, str, str]:
             and ", fused]" in k and not k.endswith(" fwd_s")}
     below = [v["se"] is not None and v["slope"] + Z * v["se"] < GOAL for v in fits.values()]
     above = [v["se"] is not None and v["slope"] - Z * v["se"] > GOAL for v in fits.values()]
+    both = all(any(k.endswith(f) for k in fits) for f in (" fwdbwd_s", " fwdbwd_temp_bytes"))
     verdict = ("undecided: no fused GMA form was measured" if not fits else
                "not supported" if any(above) else
+               "undecided: time or memory not measured" if not both else
                "supported" if all(below) else "undecided (a slope within "
                f"{Z:g} SE of {GOAL:g})")
 
     def span(field):
         vs = [v for k, v in fits.items() if k.endswith(field)]
+        if not vs:
+            return "not measured"
         lo, hi = min(vs, key=lambda v: v["slope"]), max(vs, key=lambda v: v["slope"])
         return f"{lo['slope']:.2f} ± {lo['se'] or 0:.2f} to {hi['slope']:.2f} ± {hi['se'] or 0:.2f}"
 
