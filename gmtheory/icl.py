@@ -102,7 +102,7 @@ def ridge_epsilon(alpha, tau, kappa, rho, lam):
     q = (1 + rho) / alpha
     F = lambda e: 1 - tau + tau * lam / e - e * M_kappa(q + e, kappa)
     grid = np.logspace(np.log10(lam) - 8, 8, 2000)
-    vals = np.array([F(e) for e in grid])
+    vals = F(grid)                       # M_kappa is elementwise: one numpy pass
     idx = np.nonzero(np.sign(vals[:-1]) != np.sign(vals[1:]))[0]
     if idx.size == 0:
         raise ValueError("lam: no sign change of the ridge equation found; check the "
