@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import brentq
 
+from ._xla import jit_long
 from .stats import mean_se
 
 __all__ = ["M_kappa", "dM_kappa", "e_icl_ridgeless", "e_idg_ridgeless", "g_task_ridgeless",
@@ -449,8 +450,6 @@ def _gtask_one(key, d, ell, k_max, n_max, k, n, rho, lam, tol, maxiter, f=None, 
     return e_icl, e_idg, res, G
 
 
-@partial(jax.jit, static_argnames=("d", "ell_static", "k_max", "n_max", "maxiter", "ndev", "f",
-                                   "targets"))
 def _gtask_batch(keys, d, ell, k_max, n_max, k, n, rho, lam, tol, maxiter, ndev, f=None,
                  scale=1.0, ell_static=None, targets=None, target=0):
     """Trials run sequentially (``lax.map``) within a device and in parallel across the
@@ -471,6 +470,12 @@ def _gtask_batch(keys, d, ell, k_max, n_max, k, n, rho, lam, tol, maxiter, ndev,
     keys = jax.lax.with_sharding_constraint(keys, jax.sharding.NamedSharding(mesh, P("trials")))
     return jax.shard_map(lambda ks: jax.lax.map(one, ks), mesh=mesh, in_specs=P("trials"),
                          out_specs=P("trials"), check_vma=False)(keys)
+
+
+_GTASK_STATIC = ("d", "ell_static", "k_max", "n_max", "maxiter", "ndev", "f", "targets")
+_gtask_direct = jax.jit(_gtask_batch, static_argnames=_GTASK_STATIC)
+# the CG solves iterate hundreds of times per trial: compiled to run fast
+_gtask_cg = jit_long(_gtask_batch, static_argnames=_GTASK_STATIC)
 
 
 def _trial_mesh(ndev: int):
@@ -518,10 +523,10 @@ def g_task_trials(key, d: int, *, alpha: float, tau: float, kappa: float, rho: f
     padded = -(-trials // ndev) * ndev
     keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(padded))
     nonlinear = f is not None or targets is not None
-    out = _gtask_batch(keys, d, float(ell), k_max, n_max, k, n, rho, lam, tol, maxiter, ndev,
-                       f, float(scale), ell if nonlinear else None,
-                       None if targets is None else tuple(targets),
-                       0 if target is None else int(target))
+    batch = _gtask_cg if d * (d + 1) > DIRECT_MAX_PARAMS else _gtask_direct
+    out = batch(keys, d, float(ell), k_max, n_max, k, n, rho, lam, tol, maxiter, ndev,
+                f, float(scale), ell if nonlinear else None,
+                None if targets is None else tuple(targets), 0 if target is None else int(target))
     return tuple(o[:trials] for o in out)
 
 

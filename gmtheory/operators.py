@@ -21,7 +21,6 @@ output is squeezed), ``U`` is ``(d, d)``, ``V`` is ``(d_out, d)``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -36,6 +35,7 @@ from ._validation import (
     check_shape,
     is_concrete,
 )
+from ._xla import LONG_RUN_TOKENS, jit_long
 from .mixture import GaussianMixture, as_points
 
 __all__ = [
@@ -212,7 +212,6 @@ def _default_chunk(n_queries: int, L: int) -> int:
     return int(min(L, c))
 
 
-@partial(jax.jit, static_argnames=("chunk", "with_se"))
 def online_softmax(tokens, u, V, *, chunk: int, with_se: bool = False):
     """Online-softmax attention of pre-multiplied queries over one prompt, jitted.
 
@@ -273,6 +272,12 @@ def online_softmax(tokens, u, V, *, chunk: int, with_se: bool = False):
     return out, se
 
 
+_online_softmax_impl = online_softmax
+online_softmax = jax.jit(_online_softmax_impl, static_argnames=("chunk", "with_se"))
+# prompts of LONG_RUN_TOKENS tokens or more: compiled to run fast
+_online_softmax_long = jit_long(_online_softmax_impl, static_argnames=("chunk", "with_se"))
+
+
 def _prep_prompt(tokens, U, V, z):
     tokens = as_float_array(tokens, "tokens")
     if tokens.ndim not in (2, 3):
@@ -321,7 +326,9 @@ def softmax_attention(tokens, U, V, z, *, chunk: int | None = None, return_se: b
     n = z.shape[-2]
     c = _default_chunk(n, L) if chunk is None else check_int(chunk, "chunk", minimum=1)
     c = min(c, L)
-    fn = lambda t, q: online_softmax(t, q @ U.T, V, chunk=c, with_se=return_se)
+    long = L * (tokens.shape[0] if tokens.ndim == 3 else 1) >= LONG_RUN_TOKENS
+    kernel = _online_softmax_long if long else online_softmax
+    fn = lambda t, q: kernel(t, q @ U.T, V, chunk=c, with_se=return_se)
     if tokens.ndim == 3:
         in_z = 0 if z.ndim == 3 else None
         out, se = jax.vmap(fn, in_axes=(0, in_z))(tokens, z)

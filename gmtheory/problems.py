@@ -6,11 +6,10 @@ docs/topics/operator.md#what-the-checks-test).
 
 from __future__ import annotations
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
 
+from ._xla import LONG_RUN_TOKENS, jit_long
 from .mixture import GaussianMixture
 from .operators import (
     linear_attention,
@@ -75,10 +74,20 @@ def make_problem(seed: int, d: int, n_components: int, n_queries: int, max_quad:
     return mix, U, V, z
 
 
-@partial(jax.jit, static_argnames=("L",))
 def sample_prompts(mixture, keys, L):
-    """``len(keys)`` prompts of ``L`` tokens from ``mixture``, one per key: ``(R, L, d)``."""
+    """``len(keys)`` prompts of ``L`` tokens from ``mixture``, one per key: ``(R, L, d)``
+    (compiled once per shape; with :data:`gmtheory._xla.LONG_RUNNING` from
+    ``LONG_RUN_TOKENS`` tokens in all)."""
+    long = len(keys) * int(L) >= LONG_RUN_TOKENS
+    return (_sample_prompts_long if long else _sample_prompts)(mixture, keys, L)
+
+
+def _draw_prompts(mixture, keys, L):
     return jax.vmap(lambda k: mixture.sample(k, L)[0])(keys)
+
+
+_sample_prompts = jax.jit(_draw_prompts, static_argnames=("L",))
+_sample_prompts_long = jit_long(_draw_prompts, static_argnames=("L",))
 
 
 def prompt_sq_errors(key, mixture, U, V, z, *, L: int, reps: int, kind: str = "softmax",

@@ -79,6 +79,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from . import sharding as _sharding
+from ._xla import LONG_RUN_STEPS, jit_long
 from .cache import atomic_write_bytes
 
 __all__ = ["train", "clear_programs", "TrainResult", "NonFiniteError", "checkpoint_scope",
@@ -307,8 +308,10 @@ def _load_ckpt(path: Path, sig, params, opt_state):
 # ------------------------------------------------------------------ the engine -----------
 
 @functools.lru_cache(maxsize=32)
-def _programs(fns_static, optimizer, record_every, block, batched, batched_data, has_key):
-    """The compiled block and the metrics of a training run.
+def _programs(fns_static, optimizer, record_every, block, batched, batched_data, has_key,
+              long_run=False):
+    """The compiled block and the metrics of a training run (the block compiled with
+    :data:`gmtheory._xla.LONG_RUNNING` for a ``long_run``).
 
     Cached on what the program depends on: the static part of ``(loss_fn,
     value_and_grad_fn, metrics_fn)`` (plain functions by identity; an ``eqx.Module`` loss by
@@ -356,19 +359,20 @@ def _programs(fns_static, optimizer, record_every, block, batched, batched_data,
     def metrics_of(p, data, dyn):
         return fns_of(dyn)[1](p, data)
 
+    jit = jit_long if long_run else jax.jit
+
     if batched == "map":
         axes = (0, 0, 0, 0, 0 if batched_data else None, 0 if has_key else None, None, None)
-        run_block = jax.jit(_map_models(one_block, axes, (0, 0, 0, 0, 1, 1)))
+        run_block = jit(_map_models(one_block, axes, (0, 0, 0, 0, 1, 1)))
         init_metrics = jax.jit(jax.vmap(metrics_of,
                                         in_axes=(0, 0 if batched_data else None, None)))
     elif batched:
         axes = (0, 0, 0, 0, 0 if batched_data else None, 0 if has_key else None, None, None)
-        run_block = jax.jit(jax.vmap(one_block, in_axes=axes,
-                                     out_axes=(0, 0, 0, 0, 1, 1)))
+        run_block = jit(jax.vmap(one_block, in_axes=axes, out_axes=(0, 0, 0, 0, 1, 1)))
         init_metrics = jax.jit(jax.vmap(metrics_of,
                                         in_axes=(0, 0 if batched_data else None, None)))
     else:
-        run_block = jax.jit(one_block)
+        run_block = jit(one_block)
         init_metrics = jax.jit(metrics_of)
     return run_block, init_metrics
 
@@ -508,7 +512,7 @@ def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, 
     build = (_programs.__wrapped__ if fn_key.key is None or opt_key.key is None
              else _programs)
     run_block, init_metrics = build(fn_key, opt_key, record_every, block, batched,
-                                    batched_data, has_key)
+                                    batched_data, has_key, steps >= LONG_RUN_STEPS)
     n_models = jax.tree.leaves(params)[0].shape[0] if batched else None
 
     # strongly typed leaves: a weak-typed leaf (a Python float in an initialiser) comes back
@@ -597,7 +601,8 @@ def _lbfgs_objective(fun, treedef, leaf_specs):
 
     example = jax.tree.unflatten(treedef, [jnp.zeros(sh, dt) for sh, dt in leaf_specs])
     _, unravel = ravel_pytree(example)
-    return jax.jit(jax.value_and_grad(lambda v, d: fun(unravel(v), d)))
+    # called once per L-BFGS iteration, thousands of times: compiled to run fast
+    return jit_long(jax.value_and_grad(lambda v, d: fun(unravel(v), d)))
 
 
 def minimize_lbfgs(fun: Callable, x0, data=None, *, starts=None, maxiter: int = 500,

@@ -14,6 +14,8 @@ import time
 import jax
 from tqdm.auto import tqdm
 
+from .._xla import jit_long
+
 __all__ = ["time_fn", "time_runs", "available_memory_bytes", "MEMORY_SAFETY"]
 
 
@@ -43,7 +45,7 @@ def _bar(name: str, progress: bool, **kw):
 
 def _compiled(fn, *args):
     """AOT-compiled ``fn`` and its compiled temporary memory (bytes; NaN if unknown)."""
-    c = jax.jit(fn).lower(*args).compile()
+    c = jit_long(fn).lower(*args).compile()
     return c, _temp_bytes(c)
 
 

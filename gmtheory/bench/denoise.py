@@ -18,6 +18,7 @@ import optax
 from tqdm.auto import tqdm
 
 from .. import denoising as D
+from .._xla import jit_long
 from ..mixture import GaussianMixture
 from ..problems import stream_key
 from ..simulations.clean_context import CleanContextConfig, _apply
@@ -69,10 +70,10 @@ def _head_sq_err(p, toks, zq, xq):
     return jnp.mean((pred - xq.astype(dt)) ** 2, axis=(1, 2))
 
 
-_test_mse = jax.jit(lambda p, toks, zq, xq: jnp.mean(_head_sq_err(p, toks, zq, xq)))
+_test_mse = jit_long(lambda p, toks, zq, xq: jnp.mean(_head_sq_err(p, toks, zq, xq)))
 
 
-@partial(jax.jit, static_argnames=("cfg", "n"))
+@partial(jit_long, static_argnames=("cfg", "n"))
 def _test_set(key, cfg, n):
     toks, zq, xq, cen = sample_clean(key, n, cfg, jnp.result_type(float))
     return toks, zq, xq, _bayes_batch(cen, zq, cfg)

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import gma
+from .._xla import jit_long
 from ..cache import atomic_write_bytes
 from ..stats import fit_loglog
 from ._runner import MEMORY_SAFETY, _bar, _temp_bytes, available_memory_bytes, time_runs
@@ -122,8 +123,8 @@ def _measure_gma_case(name, K, p, f, N, x, repeats) -> tuple[str, dict]:
     """One case of :func:`bench_gma`: ``("rows", row)`` with times and compiled temporary
     memory, or ``("skipped", row)`` when the memory estimate does not fit."""
     # compiled once, ahead of time: the executable whose memory is reported is timed
-    fwd = jax.jit(lambda p_, x_: f(p_, x_)).lower(p, x).compile()
-    fb = jax.jit(jax.grad(lambda p_, x_: jnp.sum(f(p_, x_) ** 2))).lower(p, x).compile()
+    fwd = jit_long(lambda p_, x_: f(p_, x_)).lower(p, x).compile()
+    fb = jit_long(jax.grad(lambda p_, x_: jnp.sum(f(p_, x_) ** 2))).lower(p, x).compile()
     row = {"method": name, "K": K if name.startswith("gma") else None, "N": N,
            "fwd_temp_bytes": _temp_bytes(fwd), "fwdbwd_temp_bytes": _temp_bytes(fb)}
     need = MEMORY_SAFETY * max(row["fwd_temp_bytes"], row["fwdbwd_temp_bytes"])

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import gma
+from .._xla import jit_long
 from ..stats import fit_loglog
 from ._runner import _bar, time_fn
 
@@ -24,13 +25,13 @@ def bench_gma_profile(*, quick: bool = False, repeats: int = 10,
     d, H, K = 64, 4, 16
     params = gma.init(key, d, heads=H, K=K)
     fns = {
-        "forward_bidirectional": jax.jit(lambda p, x: gma.gma_attention(p, x)),
-        "forward_causal": jax.jit(lambda p, x: gma.gma_attention(p, x, causal=True, chunk=128)),
-        "routing_all_heads": jax.jit(lambda p, x: gma.routes(p, x)),
-        "responsibilities_1head": jax.jit(lambda p, x: gma.responsibilities(p, x @ p.Wq[0], 0)),
-        "projection_1head": jax.jit(lambda p, x: x @ p.Wq[0]),
+        "forward_bidirectional": jit_long(lambda p, x: gma.gma_attention(p, x)),
+        "forward_causal": jit_long(lambda p, x: gma.gma_attention(p, x, causal=True, chunk=128)),
+        "routing_all_heads": jit_long(lambda p, x: gma.routes(p, x)),
+        "responsibilities_1head": jit_long(lambda p, x: gma.responsibilities(p, x @ p.Wq[0], 0)),
+        "projection_1head": jit_long(lambda p, x: x @ p.Wq[0]),
     }
-    contract = jax.jit(lambda rq, rk, v: gma.bidirectional_contraction(rq, rk, v))
+    contract = jit_long(lambda rq, rk, v: gma.bidirectional_contraction(rq, rk, v))
     rows = []
     Ns = (2048, 8192) if quick else (2048, 8192, 32768, 65536)
     for N in _bar("gma-profile", progress, iterable=Ns):

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import lda
+from .._xla import jit_long
 from ..mixture import GaussianMixture
 from ..quadrature import expect_mixture
 from ._runner import _bar, time_fn
@@ -46,7 +47,7 @@ def bench_lda(*, quick: bool = False, repeats: int = 3, order: int | None = None
     # own baselines): its point is one Python-level dispatch per step, which is what the
     # engine's lax.scan removes; routing it through gmtheory.training.train would remove
     # exactly the cost it measures.
-    @jax.jit
+    @jit_long
     def step(th):
         g = lda.grad(prob, th, order)
         return jax.tree.map(lambda a, b: a - lr * b, th, g)
@@ -75,7 +76,7 @@ def bench_lda(*, quick: bool = False, repeats: int = 3, order: int | None = None
         return expect_mixture(lambda x, k: jax.nn.softplus(-label[k] * lda.predictor(prob, th, x)),
                               classes, order, component=True)
 
-    @jax.jit
+    @jit_long
     def ad_run(th):
         def body(th, _):
             return jax.tree.map(lambda a, b: a - lr * b, th, jax.grad(risk_x)(th)), None

@@ -20,9 +20,9 @@ difference exceeds ``Z`` = 2 of its SEs.  The rules were fixed before the runs:
 * **linear time and memory in N at fixed K** (``gmtheory bench gma``, the committed
   ``docs/bench-gma.json``): the log-log slopes of fwd+bwd time and compiled memory of
   every long-context (fused) GMA form, each K.  *Supported* if both were measured and
-  every slope is below the benchmark's goal :data:`gmtheory.bench.plot.GOAL` (1.15, fixed with the benchmark) by
-  more than ``Z`` SE, *not supported* if any is above it by more than ``Z`` SE, otherwise
-  *undecided* (a fit of two sizes has no SE and decides nothing).
+  every slope is below the benchmark's goal :data:`gmtheory.bench.plot.GOAL` (1.15, fixed
+  with the benchmark) by more than ``Z`` SE, *not supported* if any is above it by more
+  than ``Z`` SE, otherwise *undecided* (a fit of two sizes has no SE and decides nothing).
 
 :func:`runs_table` lists what each run cost: parameters, time per step and peak memory.
 Rendered into README.md and docs/topics/gma.md by ``python -m gmtheory.tables`` (measured

@@ -38,6 +38,7 @@ from scipy.optimize import brentq
 from scipy.special import erf
 
 from .. import hermite, icl, stats
+from .._xla import jit_long
 from ._base import SimConfig, Simulation, register
 
 __all__ = ["NonlinearKappaConfig", "FUNCTIONS", "target_moments", "paired_trials", "theory",
@@ -151,7 +152,7 @@ def _paired_one(key, d, ell, k_max, n_max, k, n, rho, lam, fidx, mom, tol, maxit
     return jnp.stack([*out, jnp.maximum(*res)])
 
 
-@partial(jax.jit, static_argnames=("d", "ell", "k_max", "n_max", "maxiter"))
+@partial(jit_long, static_argnames=("d", "ell", "k_max", "n_max", "maxiter"))
 def _paired_batch(keys, d, ell, k_max, n_max, k, n, rho, lam, fidx, mom, tol, maxiter):
     return jax.lax.map(lambda key: _paired_one(key, d, ell, k_max, n_max, k, n, rho, lam, fidx,
                                                mom, tol, maxiter), keys)

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import denoising as D
 from .. import stats
+from .._xla import jit_long
 from ..mixture import GaussianMixture
 from ..problems import random_mixture, sample_prompts, stream_key
 from ..quadrature import expect_mixture
@@ -44,7 +45,7 @@ def _residual_gh_excess(P, m1, m2, pi1, gam, xi):
     return jax.vmap(one)(m1, m2, pi1)
 
 
-@partial(jax.jit, static_argnames=("L",))
+@partial(jit_long, static_argnames=("L",))     # many long prompts: a long program
 def _residual_prompt_outputs(mz, P, keys, L, z_fix, z_avg):
     """The residual architecture on ``len(keys)`` prompts of ``L`` tokens at the queries
     ``z_fix`` and ``z_avg``: one compiled program per ``L``."""

@@ -4,11 +4,14 @@ nonlinearity–noise equivalence."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import hermite, icl
+from .._xla import jit_long
 from ..problems import stream_key
 from ..stats import bonferroni_t, extrapolate_inverse, mean_se
 from ._registry import (
@@ -133,6 +136,12 @@ def check_limits():
 
 def _prompts_mc(key, Gamma, d, ell, rho, n, f=None, pool=None):
     """Monte Carlo of the test error of Gamma on n sampled prompts (O(l d) each, direct)."""
+    m, se = mean_se(np.asarray(_prompt_sq_errors(key, Gamma, rho, pool, d=d, ell=ell, n=n, f=f)))
+    return float(m), float(se)
+
+
+@partial(jit_long, static_argnames=("d", "ell", "n", "f"))    # n l d draws: a long program
+def _prompt_sq_errors(key, Gamma, rho, pool, *, d, ell, n, f):
     kw, kx, ke, kq, kqe = jax.random.split(key, 5)
     # ICL test tasks uniform on the sphere of radius sqrt(d) (E w w^T = I, as the formula
     # assumes; Gaussian-norm tasks add O(1/d) terms through |w|^4)
@@ -147,8 +156,7 @@ def _prompts_mc(key, Gamma, d, ell, rho, n, f=None, pool=None):
     h = jnp.concatenate([d / ell * jnp.einsum("nl,nld->nd", y, X), jnp.mean(y * y, 1)[:, None]],
                         1)
     pred = jnp.einsum("nd,de,ne->n", xq, Gamma, h)
-    m, se = mean_se(np.asarray((yq - pred) ** 2))
-    return float(m), float(se)
+    return (yq - pred) ** 2
 
 
 def _moments(f, kinks, rho):
