@@ -1,16 +1,16 @@
 """Compile levels: most programs are short, a few run long.
 
 A cold run compiles thousands of programs, and most of them are short: eager operations,
-small jitted functions and training runs of a few hundred steps take longer to compile
+small jitted functions and training runs of a few dozen steps take longer to compile
 than to run.  So the ``gmtheory`` command and the test suite compile at XLA's backend
 optimisation level 0 (:func:`gmtheory.use_fast_compile_flags`).  The programs that run
 long ask for level 1 through ``compiler_options``, which overrides the process's level for
 that program alone.  Level 1 compiles them about twice as slowly and runs them up to
 twice as fast.  These programs are: the training blocks of runs of at least
 :data:`LONG_RUN_STEPS` steps, the ICL ridge solves by conjugate gradients and the
-paired nonlinear trials, the L-BFGS objectives, and the sampling and attention of
-prompts with at least :data:`LONG_RUN_TOKENS` tokens in one call
-(docs/performance.md#where-a-cold-runs-time-goes).
+paired nonlinear trials, the dMMSE posteriors over task pools, the L-BFGS objectives,
+and the sampling and attention of prompts with at least :data:`LONG_RUN_TOKENS` tokens in
+one call (docs/performance.md#where-a-cold-runs-time-goes).
 
 The level changes no formula, only the machine code.  Two levels may round a
 reduction in another order, so a run's numbers may differ at the level of float64
@@ -26,7 +26,7 @@ __all__ = ["LONG_RUNNING", "LONG_RUN_STEPS", "LONG_RUN_TOKENS", "jit_long"]
 #: ``compiler_options`` of a program that runs long enough to repay a slower compile
 LONG_RUNNING = {"xla_backend_optimization_level": 1}
 #: a training run of at least this many steps compiles its blocks with LONG_RUNNING
-LONG_RUN_STEPS = 1000
+LONG_RUN_STEPS = 100
 #: sampling or attention over at least this many prompt tokens in one call does too
 LONG_RUN_TOKENS = 1 << 20
 

@@ -342,7 +342,7 @@ def dmmse_errors(key, pool, ell: int, rho: float, *, draws: int = 1000, k=None,
 DMMSE_CHUNK = 64   # pool rows per step of the dMMSE's online softmax
 
 
-@partial(jax.jit, static_argnames=("ell", "draws"))
+@partial(jit_long, static_argnames=("ell", "draws"))     # draws x pool: a long program
 def _dmmse(key, pool, k, ell, rho, draws):
     """Squared errors of dMMSE on ``draws`` ICL and ``draws`` IDG test prompts.
 
@@ -389,7 +389,7 @@ def _dmmse(key, pool, k, ell, rho, draws):
     return err[:draws], err[draws:]
 
 
-@partial(jax.jit, static_argnames=("ell", "draws", "f"))
+@partial(jit_long, static_argnames=("ell", "draws", "f"))
 def _dmmse_dense(key, pool, k, ell, rho, draws, f):
     """:func:`_dmmse` for ``y = f(x^T w) + sqrt(rho) eps``: explicit prompts ``X`` (m, l, d),
     the log-likelihood ``-sum_i (y_i - f(x_i^T w_j))^2 / (2 rho)`` of each pool task, an

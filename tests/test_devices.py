@@ -76,7 +76,8 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def test_two_distributed_processes_share_a_sweep(tmp_path):
+@pytest.mark.xdist_group("small-runs")
+def test_two_distributed_processes_share_a_sweep(tmp_path, shared_results):
     sets = ",".join(RUNS["prompt-convergence"])
     port = _free_port()
     procs = [subprocess.Popen(
@@ -91,8 +92,9 @@ def test_two_distributed_processes_share_a_sweep(tmp_path):
                 if "computed here" in o[0] else 0 for o in outs]
     over = parse_overrides(get_simulation("prompt-convergence").config_cls,
                            RUNS["prompt-convergence"])
+    # the one-process run in the worker's shared folder (the 1-vs-4 test computes it too)
     alone, meta, _ = run_simulation("prompt-convergence", overrides=over,
-                                    results_dir=tmp_path / "alone", progress=False)
+                                    results_dir=shared_results, progress=False)
     assert sum(computed) == len(meta["points"])        # every point once, none twice
     job, _, _ = run_simulation("prompt-convergence", overrides=over,
                                results_dir=tmp_path / "job", progress=False)

@@ -208,13 +208,14 @@ def _sgd_init(key, d, init):
 # build each once per setting so that the points of a simulation share one program.
 
 class _SGDLoss(eqx.Module):
-    """Logistic loss on ``batch`` fresh samples of the problem (the training data)."""
+    """Logistic loss on ``batch`` fresh samples of the problem (the training data; float32
+    normals, ``lda.sample(fast=True)``)."""
 
     batch: int = eqx.field(static=True)
 
     def __call__(self, th, data, key):
         prob, _ = data
-        x, y = lda.sample(prob, key, self.batch)
+        x, y = lda.sample(prob, key, self.batch, fast=True)
         return jnp.mean(jax.nn.softplus(-y * lda.predictor(prob, th, x)))
 
 
