@@ -256,8 +256,8 @@ def half_point(kappas, g_mean, g_se, kappa_ref):
 @dataclass(frozen=True)
 class NonlinearKappaConfig(SimConfig):
     ds: tuple[int, ...] = (16, 24)
-    alphas: tuple[float, ...] = (10.0, 20.0)
-    taus: tuple[float, ...] = (2.0, 4.0)          # paired with alphas (tau = 0.2 alpha)
+    alphas: tuple[float, ...] = (10.0,)
+    taus: tuple[float, ...] = (2.0,)              # paired with alphas (tau = 0.2 alpha)
     kappas: tuple[float, ...] = KAPPAS
     kappa_ref: float = 0.215                      # kappa_1/2: half of g_task at kappa_ref
     fs: tuple[str, ...] = tuple(FUNCTIONS)
