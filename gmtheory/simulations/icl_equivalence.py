@@ -72,8 +72,8 @@ def _eq_point(cfg, p, key):
     lin = {"c1": c1, "m2": mom["m2"], "Ey2z2": 3 * c1**2 + mom["rho_eff"],
            "Ey3z": 3 * c1 * mom["m2"], "Ey4": 3 * mom["m2"] ** 2}
     lam = p.get("lam", cfg.lam)
-    taus = [cfg.lam_tau] if "lam" in p else cfg.taus
-    pad = _pad(d, [(cfg.alpha, t, cfg.kappa) for t in taus])
+    # one padding for the main sweep and the ridge sweep: one program per d and target kind
+    pad = _pad(d, [(cfg.alpha, t, cfg.kappa) for t in (*cfg.taus, cfg.lam_tau)])
     nl = _trials(key, d, cfg.alpha, p["tau"], cfg.kappa, cfg.rho, lam, cfg.trials,
                  target=name, mom=mom, pad=pad)["e_icl"]
     # the equivalent linear target c1 z + N(0, rho_eff), sampled exactly (O(1) context)
