@@ -32,6 +32,7 @@ One softmax head reads the tokens ``z_i = (x_i, y_i)`` from the query ``(x_q, 0)
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -170,9 +171,11 @@ def softmax_limit_matrices(params) -> tuple:
     return U, V
 
 
+@partial(jax.jit, static_argnames=("d",))
 def init_softmax_head(key, d: int, scale: float = 0.1) -> dict:
     """A random start for training: ``A = sqrt(d)/2 I + scale * noise``, ``e = 1``,
-    ``b, c`` small (the head starts as a plain mean of the labels, tilted a little)."""
+    ``b, c`` small (the head starts as a plain mean of the labels, tilted a little).
+    Compiled once per ``d`` (eagerly, each draw compiled its own program)."""
     ka, kb, kc = jax.random.split(key, 3)
     return {"A": 0.5 * math.sqrt(d) * jnp.eye(d) + scale * jax.random.normal(ka, (d, d)),
             "b": scale / math.sqrt(d) * jax.random.normal(kb, (d,)),

@@ -30,7 +30,12 @@ def _cli(results, env=None):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
-def test_two_processes_share_one_folder(tmp_path):
+@pytest.mark.xdist_group("small-runs")
+def test_two_processes_share_one_folder(tmp_path, shared_results):
+    """Two ``gmtheory run`` processes on one folder compute every point once; in the
+    small-runs group, so they find the programs of the same sweep (computed by the
+    device tests) in the session's XLA cache, and the one-process run to compare with
+    in the worker's shared folder."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     procs = [_cli(tmp_path / "shared", env) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
@@ -47,7 +52,7 @@ def test_two_processes_share_one_folder(tmp_path):
     shared, _, _ = run_simulation("prompt-convergence", overrides=_over(),
                                   results_dir=tmp_path / "shared", progress=False)
     alone, _, _ = run_simulation("prompt-convergence", overrides=_over(),
-                                 results_dir=tmp_path / "alone", progress=False)
+                                 results_dir=shared_results, progress=False)
     for k in alone:
         np.testing.assert_array_equal(shared[k], alone[k])
 
