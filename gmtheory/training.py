@@ -463,7 +463,9 @@ def train(loss_fn: Callable | None, params, optimizer, *, steps: int, key=None, 
         ``eqx.Module``: its static fields key the program and its arrays are data.
     steps, record_every, block_records:
         ``steps`` must be a multiple of ``record_every`` (default: ``steps``, one record);
-        ``block_records`` records are compiled as one program (default: about 20 blocks).
+        ``block_records`` records are compiled as one program (default: about 20 blocks),
+        with XLA's optimisation level 1 for a run of at least
+        :data:`gmtheory._xla.LONG_RUN_STEPS` steps (the process's level otherwise).
     metrics_fn:
         ``metrics_fn(params, data) -> dict`` of arrays, recorded after every record.
     batched, batched_data:
