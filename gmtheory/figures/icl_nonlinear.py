@@ -285,7 +285,8 @@ def draw(a, meta):
 register_figure(Figure(
     name="icl-nonlinear-kappa", simulation="icl-nonlinear-kappa",
     caption=("g_task = e_ICL − e_IDG of ridge-pretrained linear attention for y = f(xᵀw) + ε "
-             "against the number of pretraining tasks per dimension κ. (a, b) Simulations on "
+             "against the number of pretraining tasks per dimension κ. (a, b) One panel per (α, τ) "
+             "pair ((b) absent when the run has one, as the quick profile). Simulations on "
              "the nonlinear target (filled) and on its equivalent linear target c₁xᵀw + "
              "N(0, ρ_eff) with the same pools, token projections and queries (open squares), "
              "against the d → ∞ theory of the equivalent model (lines; short bars: the same "

@@ -1,0 +1,92 @@
+"""Compile levels (gmtheory/_xla.py): the process default is level 0, and the programs
+that run long pick their level-1 variants by the documented rules; a level-1 variant
+computes what the default one does, to float64 round-off."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import gmtheory
+from gmtheory import _xla, icl, operators, problems, training
+
+
+class _Picked(Exception):
+    pass
+
+
+def _spy(monkeypatch, module, name, picked):
+    """Replace ``module.name`` by a callable that records ``name`` and stops the caller."""
+    def stop(*args, **kwargs):
+        picked.append(name)
+        raise _Picked
+    monkeypatch.setattr(module, name, stop)
+
+
+def test_fast_compile_flags_set_level_0_unless_told(monkeypatch):
+    monkeypatch.delenv("GMTHEORY_XLA_OPT_LEVEL", raising=False)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+    gmtheory.use_fast_compile_flags()
+    assert "--xla_backend_optimization_level=0" in gmtheory._os.environ["XLA_FLAGS"]
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
+    gmtheory.use_fast_compile_flags()                      # a level already set stays
+    assert gmtheory._os.environ["XLA_FLAGS"] == "--xla_backend_optimization_level=2"
+    monkeypatch.setenv("XLA_FLAGS", "")
+    monkeypatch.setenv("GMTHEORY_XLA_OPT_LEVEL", "default")
+    gmtheory.use_fast_compile_flags()
+    assert gmtheory._os.environ["XLA_FLAGS"] == ""
+
+
+def test_training_blocks_of_long_runs_compile_at_level_1(monkeypatch):
+    calls = []
+    real = training.jit_long
+    monkeypatch.setattr(training, "jit_long", lambda f, **kw: calls.append(1) or real(f, **kw))
+    training.clear_programs()
+    loss = lambda p, d, k: jnp.sum((p - 1.0) ** 2)          # noqa: E731
+    for steps in (_xla.LONG_RUN_STEPS - 1, _xla.LONG_RUN_STEPS):
+        before = len(calls)
+        training.train(loss, jnp.zeros(2), optax.sgd(0.1), steps=steps, progress=False)
+        assert len(calls) - before == (steps >= _xla.LONG_RUN_STEPS), steps
+    training.clear_programs()
+
+
+def test_cg_trials_and_long_prompts_pick_the_level_1_programs(monkeypatch):
+    picked = []
+    for name in ("_gtask_cg", "_gtask_direct"):
+        _spy(monkeypatch, icl, name, picked)
+    for d in (4, 20):           # d (d + 1) = 20 (direct) and 420 > DIRECT_MAX_PARAMS (CG)
+        with pytest.raises(_Picked):
+            icl.g_task_trials(jax.random.key(0), d, alpha=1.0, tau=1.5, kappa=1.0, rho=0.1,
+                              lam=1e-3, trials=1)
+    assert picked == ["_gtask_direct", "_gtask_cg"]
+
+    picked.clear()
+    for name in ("_online_softmax_long", "online_softmax"):
+        _spy(monkeypatch, operators, name, picked)
+    U, V, z = jnp.eye(2), jnp.eye(2), jnp.ones((1, 2))
+    for L in (_xla.LONG_RUN_TOKENS // 2, _xla.LONG_RUN_TOKENS):
+        with pytest.raises(_Picked):
+            operators.softmax_attention(jnp.zeros((2, L // 2, 2)), U, V, z)
+    assert picked == ["online_softmax", "_online_softmax_long"]
+
+    picked.clear()
+    for name in ("_sample_prompts_long", "_sample_prompts"):
+        _spy(monkeypatch, problems, name, picked)
+    keys = jax.random.split(jax.random.key(0), 4)
+    for L in (_xla.LONG_RUN_TOKENS // 8, _xla.LONG_RUN_TOKENS // 4):
+        with pytest.raises(_Picked):
+            problems.sample_prompts(None, keys, L)
+    assert picked == ["_sample_prompts", "_sample_prompts_long"]
+
+
+def test_the_level_1_variant_computes_the_same_numbers():
+    """online_softmax compiled at the process level and at level 1: two compilations of one
+    function, equal to float64 round-off (sums of 3000 terms: reordering moves ~1e-15)."""
+    k1, k2 = jax.random.split(jax.random.key(7))
+    toks, u = jax.random.normal(k1, (3000, 3)), jax.random.normal(k2, (5, 3))
+    V = jnp.arange(6.0).reshape(2, 3) / 6
+    a = operators.online_softmax(toks, u, V, chunk=512, with_se=True)
+    b = operators._online_softmax_long(toks, u, V, chunk=512, with_se=True)
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_allclose(np.asarray(y), np.asarray(x), rtol=1e-12, atol=1e-15)
