@@ -17,10 +17,10 @@ $(STAMP): pyproject.toml
 reproduce: $(STAMP)
 	$(BIN)/gmtheory reproduce --out reproduce-out
 
-# Three xdist workers on two cores: while one waits on a subprocess test, the other two keep
-# both cores busy (measured: 381 s cold, against 430 s with two workers).
+# Four xdist workers, each pinned to one core (tests/conftest.py): while one waits on a
+# subprocess test, the others keep every core busy (docs/performance.md, "The test suite").
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 3 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 4 --dist loadgroup
 
 $(DOCS_STAMP): pyproject.toml $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'

@@ -13,6 +13,18 @@ if (os.environ.get("GMTHEORY_TEST_XLA") != "default"
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + " --xla_cpu_use_fusion_emitters=false").strip()
 
+# One core per xdist worker (round robin), set before JAX starts its CPU client, which sizes
+# its thread pool by this affinity.  Unpinned, every worker's XLA threads spread over all
+# cores and spin while waiting on each other's work; pinned, four workers on two cores
+# took 390 s cold and 771 CPU-s, against 408 s and 805 CPU-s unpinned
+# (docs/performance.md, "The test suite").  The subprocesses a test starts inherit it.
+# GMTHEORY_TEST_PIN=0 leaves the affinity alone.
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if (_worker.startswith("gw") and hasattr(os, "sched_setaffinity")
+        and os.environ.get("GMTHEORY_TEST_PIN", "1") != "0"):
+    _cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {_cpus[int(_worker[2:]) % len(_cpus)]})
+
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
