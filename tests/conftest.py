@@ -7,11 +7,16 @@ import os
 # run some long kernels slower (online_softmax on 2e5 tokens: 0.79 s against 0.39 s), so
 # the library's default, which `make reproduce` and `gmtheory verify` use, keeps the fusion
 # emitters, and every check runs under both (docs/performance.md#where-a-cold-runs-time-goes,
-# "The test suite").  GMTHEORY_TEST_XLA=default tests with the library's flags instead.
-if (os.environ.get("GMTHEORY_TEST_XLA") != "default"
-        and "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", "")):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                               + " --xla_cpu_use_fusion_emitters=false").strip()
+# "The test suite").  And each program's LLVM module in one piece: a worker has one core
+# (below), so splitting it for parallel code generation only adds work (three compile-bound
+# checks on one core: 24.7-26.3 CPU-s against 26.7-30.0).  GMTHEORY_TEST_XLA=default tests
+# with the library's flags instead.
+_TEST_FLAGS = {"xla_cpu_use_fusion_emitters": "false", "xla_cpu_parallel_codegen_split_count": "1"}
+if os.environ.get("GMTHEORY_TEST_XLA") != "default":
+    for _flag, _value in _TEST_FLAGS.items():
+        _flags = os.environ.get("XLA_FLAGS", "")
+        if _flag not in _flags:
+            os.environ["XLA_FLAGS"] = f"{_flags} --{_flag}={_value}".strip()
 
 # One core per xdist worker (round robin), set before JAX starts its CPU client, which sizes
 # its thread pool by this affinity.  Unpinned, every worker's XLA threads spread over all
