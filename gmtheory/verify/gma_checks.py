@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import gma
+from .._xla import jit_long
 from ..gma_analysis import (
     PROMPT_FORMS,
     finite_prompt_outputs,
@@ -52,14 +53,15 @@ def _problem():
     return mix, params, queries
 
 
-@partial(jax.jit, static_argnames="form")
+@partial(jit_long, static_argnames=("L", "form"))
 def _sq_errors(mix, params, key, queries, limit, L, form):
-    """Squared errors ``(REPS, n_queries)`` of ``REPS`` prompts of ``L`` tokens (drawn at the
-    largest length and masked beyond ``L``: one compiled program per form for every ``L``),
-    read by the layer in ``form`` (unfused, fused or causal)."""
+    """Squared errors ``(REPS, n_queries)`` of ``REPS`` prompts of ``L`` tokens, read by the
+    layer in ``form`` (unfused, fused or causal).  Prompt ``r`` is the first ``L`` tokens of
+    its draw at the largest length, so every ``L`` reads the same draws; each ``L`` compiles
+    its own program (compiled to run fast: it samples ``REPS x max(LS)`` tokens)."""
     keys = jax.random.split(key, REPS)
-    prompts = jax.vmap(lambda k: mix.sample(k, LS[-1])[0])(keys)
-    out = finite_prompt_outputs(params, prompts, queries, length=L, form=form)
+    prompts = jax.vmap(lambda k: mix.sample(k, LS[-1])[0])(keys)[:, :L]
+    out = finite_prompt_outputs(params, prompts, queries, form=form)
     return jnp.sum((out - limit) ** 2, -1)
 
 
