@@ -31,6 +31,7 @@ import optax
 
 from .. import icl, stats
 from .. import icl_softmax as S
+from .._xla import jit_long
 from ..training import train
 from ._base import SimConfig, Simulation, register
 
@@ -96,10 +97,11 @@ def _fit(key, d, ells, rho, seeds, steps, batch, lr):
     return out["softmax"], out["linear"]
 
 
-@partial(jax.jit, static_argnames=("d", "L", "n", "chunk"))
+@partial(jit_long, static_argnames=("d", "L", "n", "chunk"))
 def _evaluate(key, soft, gam, iso, ell_m, ell_a, rho, d, L, n, chunk=512):
     """Squared errors on ``n`` fresh prompts (in chunks) shared by every head: trained
-    softmax (models, n), isotropic heads (lengths, n), trained linear (models, n)."""
+    softmax (models, n), isotropic heads (lengths, n), trained linear (models, n).  Every
+    head reads every prompt: compiled to run fast."""
     def one(k):
         b = S.sample_prompts(k, d, L, rho, chunk)
         sq = lambda yh: (b["yq"] - yh) ** 2
