@@ -33,7 +33,22 @@ __all__ = ["risk_eff", "grad_eff", "hess_eff", "reduced_loss", "risk", "grad",
 
 def _nodes(prob: LDAProblem, dirs, order: int, gate_nodes: int | None = None):
     """Class-conditional nodes ``X_{c,i}`` (2, n, d), weights (2, n), and
-    ``C_perp = A (I - Q Q^T) A^T`` for ``E[h(dirs X) ...]`` (module docstring).
+    ``C_perp = A (I - Q Q^T) A^T`` for ``E[h(dirs X) ...]`` (module docstring): the
+    nodes of :func:`_node_coords` in the d-dimensional space."""
+    means, t, AQ, om, Cp = _node_coords(prob, dirs, order, gate_nodes)
+    return means[:, None, :] + t @ AQ.T, om, Cp
+
+
+def _projected(coords, v):
+    """``v^T X_{c,i}`` (2, n) at the nodes ``coords = (means, t, AQ)`` of
+    :func:`_node_coords`, without forming the (2, n, d) nodes: ``v^T m_c + t (AQ)^T v``."""
+    means, t, AQ = coords
+    return (means @ v)[:, None] + t @ (AQ.T @ v)
+
+
+def _node_coords(prob: LDAProblem, dirs, order: int, gate_nodes: int | None = None):
+    """The nodes of :func:`_nodes` in coordinates: ``X_{c,i} = m_c + AQ t_{c,i}``.
+    Returns ``(means (2, d), t (2, n, k), AQ (d, k), weights (2, n), C_perp)``.
 
     Tensor Gauss–Hermite of ``order`` per axis.  With ``gate_nodes``, the first axis
     (``dirs[0]`` must be the gate direction ``s``; it is then the standardised
@@ -61,9 +76,7 @@ def _nodes(prob: LDAProblem, dirs, order: int, gate_nodes: int | None = None):
                              jnp.broadcast_to(tr[None, None], (2, n1, nr, k - 1))],
                             -1).reshape(2, n1 * nr, k)
         om = (w1[:, :, None] * wr[None, None, :]).reshape(2, -1)
-    X = means[:, None, :] + t @ AQ.T
-    Cp = prob.cov - AQ @ AQ.T
-    return X, om, Cp
+    return means, t, AQ, om, prob.cov - AQ @ AQ.T
 
 
 def _resolve_form(prob, form):
@@ -83,11 +96,8 @@ def _pointwise(prob, zeta, X, form="class"):
     classes' nodes; it vanishes node by node at a Bayes point, so gradients and
     Hessians there are exact even when a sharp gate (large ``|s|``) is poorly resolved
     by the quadrature.  Needs ``w*`` among the projection directions."""
-    w, b, r, s = zeta
-    sg = jax.nn.sigmoid(prob.s0 + X @ s)
-    g = X @ w + b + r * sg
+    sg, g, loss = _class_loss(prob, zeta, X @ zeta.w, X @ zeta.s)
     c = jnp.array([1.0, -1.0])[:, None]
-    loss = jax.nn.softplus(-c * g)
     if form == "eta":
         ws, bs = bayes_score(prob)
         l1 = jax.nn.sigmoid(g) - jax.nn.sigmoid(X @ ws + bs)
@@ -95,6 +105,14 @@ def _pointwise(prob, zeta, X, form="class"):
         l1 = -c * jax.nn.sigmoid(-c * g)          # d/dg
     l2 = jax.nn.sigmoid(g) * jax.nn.sigmoid(-g)   # d^2/dg^2
     return g, sg, loss, l1, l2
+
+
+def _class_loss(prob, zeta, xw, xs):
+    """Gate ``sigmoid(s0 + s^T x)``, score ``g`` and class-conditional loss
+    ``softplus(-c g)`` from the projections ``xw = w^T x``, ``xs = s^T x`` (2, n)."""
+    sg = jax.nn.sigmoid(prob.s0 + xs)
+    g = xw + zeta.b + zeta.r * sg
+    return sg, g, jax.nn.softplus(-jnp.array([1.0, -1.0])[:, None] * g)
 
 
 def _class_weights(prob):
@@ -117,8 +135,9 @@ def risk_eff(prob: LDAProblem, zeta: Effective, order: int = DEFAULT_ORDER,
     Monte Carlo); ``gate_nodes=None`` uses plain GH there, which is cheaper but
     under-resolves a sharp gate
     (``|Gamma^{1/2} s| >~ 5``: errors of 1e-5 to 1e-2 at order 64, possibly *below* R*)."""
-    X, om, _ = _nodes(prob, _dirs(prob, zeta, "class"), order, gate_nodes)
-    _, _, loss, _, _ = _pointwise(prob, zeta, X)
+    means, t, AQ, om, _ = _node_coords(prob, _dirs(prob, zeta, "class"), order, gate_nodes)
+    coords = (means, t, AQ)          # projected directly: no (2, n, d) array of nodes
+    _, _, loss = _class_loss(prob, zeta, _projected(coords, zeta.w), _projected(coords, zeta.s))
     return jnp.sum(_class_weights(prob) * loss * om)
 
 
