@@ -38,8 +38,10 @@ problem, not a loosened test.  Strategies draw from a few fixed shape buckets so
 the jitted cores compile a handful of times, not once per example.
 
 Budgets: the ``gmtheory`` profile (derandomised, so the default suite is reproducible)
-runs the ``n`` examples given per test; ``pytest -m slow`` runs each property again
-under ``gmtheory-slow`` with ``SLOW_FACTOR`` times more (random) examples.
+runs half of the ``n`` examples given per test (at least 5: drawing the examples costs
+more than testing them, and the default suite has a 6-minute budget); ``pytest -m slow``
+runs each property again under ``gmtheory-slow`` with ``SLOW_FACTOR`` times ``n``
+(random) examples.
 """
 
 from __future__ import annotations
@@ -79,9 +81,9 @@ BUDGETS = [pytest.param("gmtheory", id="default"),
 
 
 def run(profile: str, n: int, prop) -> None:
-    """Run the ``@given`` property ``prop`` with ``n`` examples (x SLOW_FACTOR if slow)."""
-    if profile == "gmtheory-slow":
-        n *= SLOW_FACTOR
+    """Run the ``@given`` property ``prop`` with ``n / 2`` examples (at least 5), or with
+    ``SLOW_FACTOR x n`` under the slow profile."""
+    n = n * SLOW_FACTOR if profile == "gmtheory-slow" else max(5, n // 2)
     settings(settings.get_profile(profile), max_examples=n)(prop)()
 
 
