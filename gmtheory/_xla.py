@@ -9,8 +9,9 @@ that program alone.  Level 1 compiles them about twice as slowly and runs them u
 twice as fast.  These programs are: the training blocks of runs of at least
 :data:`LONG_RUN_STEPS` steps, the ICL ridge solves by conjugate gradients and the
 paired nonlinear trials, the dMMSE posteriors over task pools, the L-BFGS objectives,
-and the sampling and attention of prompts with at least :data:`LONG_RUN_TOKENS` tokens in
-one call (docs/performance.md#where-a-cold-runs-time-goes).
+the sampling and attention of prompts with at least :data:`LONG_RUN_TOKENS` tokens in
+one call, and the Monte Carlo evaluations over many prompts (icl.03, denoising.32, gma.01,
+icl-softmax's evaluation; docs/performance.md#where-a-cold-runs-time-goes).
 
 The level changes no formula, only the machine code.  Two levels may round a
 reduction in another order, so a run's numbers may differ at the level of float64
