@@ -81,11 +81,23 @@ def numeric_residual(expr, symbols, sample, *, points: int = 20, dps: int = 50,
 
 
 def cancel(expr):
-    """``sympy.cancel`` entrywise: the fast normal form of rational expressions."""
+    """``sympy.cancel`` entrywise: the fast normal form of rational expressions.
+
+    Zero, what every residual must reduce to, is recognised first: a rational expression
+    whose numerator over a common denominator (``together``) expands to 0 is 0, and that
+    is much cheaper than cancel's polynomial gcds (denoising's completed square: 0.4 s
+    against 3 s).  Anything else gets ``sympy.cancel``'s normal form as before."""
     if isinstance(expr, sp.MatrixBase):
-        return expr.applyfunc(sp.cancel)
+        return expr.applyfunc(_cancel_one)
     if isinstance(expr, list | tuple):
         return [cancel(e) for e in expr]
+    return _cancel_one(expr)
+
+
+def _cancel_one(expr):
+    expr = sp.sympify(expr)
+    if sp.expand(sp.numer(sp.together(expr))) == 0:
+        return sp.Integer(0)
     return sp.cancel(expr)
 
 
