@@ -90,24 +90,29 @@ _sample_prompts = jax.jit(_draw_prompts, static_argnames=("L",))
 _sample_prompts_long = jit_long(_draw_prompts, static_argnames=("L",))
 
 
-def prompt_sq_errors(key, mixture, U, V, z, *, L: int, reps: int, kind: str = "softmax",
-                     max_tokens: int = 1 << 22):
+def prompt_sq_errors(key, mixture, U, V, z, *, L: int, reps: int,
+                     kind: str | tuple[str, ...] = "softmax", max_tokens: int = 1 << 22):
     """Squared errors ``|T[mu_L](z) - T[mu](z)|^2`` over ``reps`` independent prompts.
 
-    Prompt ``r`` uses key ``fold_in(key, r)``.  Returns ``(reps, n)``.
+    Prompt ``r`` uses key ``fold_in(key, r)``.  Returns ``(reps, n)``.  ``kind``:
+    ``"softmax"``, ``"linear"``, or a tuple of them, which reads every prompt with each
+    operator (one draw, sampled once) and returns one ``(reps, n)`` array per kind.
     """
-    if kind not in ("softmax", "linear"):
-        raise ValueError(f"kind: must be 'softmax' or 'linear', got {kind!r}.")
-    limit = (softmax_attention_limit if kind == "softmax" else linear_attention_limit)(
-        mixture, U, V, z
-    )
-    op = softmax_attention if kind == "softmax" else linear_attention
+    kinds = (kind,) if isinstance(kind, str) else tuple(kind) if isinstance(
+        kind, tuple | list) else ()
+    if not kinds or any(k not in ("softmax", "linear") for k in kinds):
+        raise ValueError(f"kind: must be 'softmax', 'linear' or a tuple of them, got {kind!r}.")
+    ops = {"softmax": (softmax_attention_limit, softmax_attention),
+           "linear": (linear_attention_limit, linear_attention)}
+    limits = [ops[k][0](mixture, U, V, z) for k in kinds]
     batch = max(1, min(reps, max_tokens // L))
-    out = []
+    out = [[] for _ in kinds]
     for start in range(0, reps, batch):
         r = jnp.arange(start, min(reps, start + batch))
         keys = shard_leading(jax.vmap(lambda i: jax.random.fold_in(key, i))(r))
         toks = sample_prompts(mixture, keys, L)       # prompts split over the devices
-        est = op(toks, U, V, z)
-        out.append(jnp.sum((est - limit[None]) ** 2, axis=-1))
-    return jnp.concatenate(out, axis=0)
+        for j, k in enumerate(kinds):
+            est = ops[k][1](toks, U, V, z)
+            out[j].append(jnp.sum((est - limits[j][None]) ** 2, axis=-1))
+    res = tuple(jnp.concatenate(o, axis=0) for o in out)
+    return res[0] if isinstance(kind, str) else res

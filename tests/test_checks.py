@@ -16,16 +16,22 @@ EXPECTED = json.loads(EXPECTED_FILE.read_text())["findings"]
 # checks that derive with sympy join the derivation tests on one xdist worker (the
 # derivations are computed once per process; tests/test_derivations.py)
 SYMPY = ("hermite.01", "denoising.28")
+# the two prompt-rate checks read the same prompts (operator_checks._rate_mse, computed
+# once per process)
+PROMPT_RATE = ("operator.05b", "operator.06")
 
 
 def _group(cid):
-    """sympy checks on the derivations' worker; a check that reads a figure's run in the
-    xdist group named after that experiment, on one worker, which computes the run once
-    for every check and test of the group (tests/conftest.py: ``shared_results``)"""
+    """sympy checks on the derivations' worker; the prompt-rate checks on one worker; a
+    check that reads a figure's run in the xdist group named after that experiment, on one
+    worker, which computes the run once for every check and test of the group
+    (tests/conftest.py: ``shared_results``)"""
     from gmtheory.verify import EXPERIMENTS
 
     if cid.startswith(SYMPY):
         return "sympy"
+    if cid.startswith(PROMPT_RATE):
+        return "prompt-rate"
     return EXPERIMENTS.get(cid)
 
 

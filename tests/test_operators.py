@@ -127,3 +127,21 @@ def test_empirical_ess_converges(problem, key):
     emp = g.empirical_ess(x, U, z) / 200_000
     pred = g.effective_sample_size(mix, U, z, 1.0)
     np.testing.assert_allclose(emp, pred, rtol=0.05)
+
+
+def test_prompt_errors_of_both_operators_read_one_draw(problem, key):
+    """kind=(linear, softmax) reads each prompt with both operators: the same errors as
+    one call per kind with the same key (max_tokens=200 splits the 4 prompts into two
+    batches); a kind that is neither names the argument."""
+    from gmtheory.problems import prompt_sq_errors
+
+    mix, U, V, z = problem
+    both = prompt_sq_errors(key, mix, U, V, z, L=100, reps=4, kind=("linear", "softmax"),
+                            max_tokens=200)
+    for k, e in zip(("linear", "softmax"), both, strict=True):
+        one = prompt_sq_errors(key, mix, U, V, z, L=100, reps=4, kind=k, max_tokens=200)
+        assert e.shape == (4, 5)
+        np.testing.assert_allclose(e, one, rtol=1e-12, atol=1e-300)
+    for bad in ("relu", (), 3):
+        with pytest.raises(ValueError, match="kind"):
+            prompt_sq_errors(key, mix, U, V, z, L=100, reps=4, kind=bad)
