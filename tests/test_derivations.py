@@ -237,3 +237,20 @@ def test_numeric_residual_fallback():
     assert isinstance(r, NumericResidual) and is_zero(r) and r.value <= 1e-30
     assert not is_zero(numeric_residual(expr + x * 1e-20, [x],
                                         lambda rng: [rng.uniform(0.1, 0.9)], points=3))
+
+
+def test_cancel_finds_zero_only_where_it_is():
+    """The zero shortcut of ``_common.cancel`` (numerator over a common denominator expands
+    to 0) returns 0 for identities and sympy.cancel's normal form for everything else, so
+    a false identity still leaves a nonzero residual."""
+    from gmtheory.derivations._common import cancel
+
+    a, b, c = sympy.symbols("a b c", positive=True)
+    zero = 1 / (a + b) - b / (a * (a + b)) - (a - b) / (a * (a + b))
+    assert cancel(zero) == 0
+    wrong = 1 / (a + b) - 1 / a + c / (a * (a + b))          # zero only when c = b
+    assert cancel(wrong) == sympy.cancel(wrong) != 0
+    assert sympy.simplify(cancel(wrong) - (c - b) / (a * (a + b))) == 0
+    m = cancel(sympy.Matrix([[zero, wrong]]))
+    assert m[0, 0] == 0 and m[0, 1] == sympy.cancel(wrong)
+    assert cancel([zero, wrong]) == [0, sympy.cancel(wrong)]
