@@ -11,6 +11,13 @@ explore`` (gmtheory/regimes/), kept in the library so that both use one definiti
 Each carries the reason for its threshold, set before the result was seen.  An
 :class:`Outcome` is PASS when every comparison holds, FINDING when the only failures test
 a claim printed in a paper (``finding=``), FAIL otherwise.
+
+A comparison never passes by accident: a NaN or an infinite measured value or threshold
+does not hold, whatever the kind.  A worst case over many cases is taken with
+:func:`largest` or :func:`smallest`, which propagate NaN (Python's ``max(0.0, nan)`` is
+``0.0``; ``np.nanmax`` drops NaN) and remember how many cases they covered: a comparison
+built from such an :class:`Aggregate` records ``cases``, and one that covered zero cases
+does not hold.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 
 __all__ = ["KINDS", "Comparison", "Outcome", "agreement", "upper_bound", "lower_bound",
-           "count"]
+           "count", "Aggregate", "largest", "smallest"]
 
 KINDS = ("agreement", "upper_bound", "lower_bound", "count")
 
@@ -35,16 +42,25 @@ class Comparison:
     why: str
     name: str = ""
     finding: str | None = None  # the printed paper claim; a failure is then a FINDING
+    cases: int | None = None    # how many cases a worst case covered (None: one value)
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"kind: must be one of {KINDS}, got {self.kind!r}.")
+        if self.cases is None and isinstance(self.measured, Aggregate):
+            self.cases = self.measured.cases
+        if self.cases is not None:
+            self.cases = int(self.cases)
         self.measured = float(self.measured)
         self.threshold = float(self.threshold)
 
     def holds(self) -> bool:
+        """Whether the comparison holds; never for a NaN or an infinite measured value or
+        threshold, nor for a worst case over zero cases."""
         m, t = self.measured, self.threshold
-        if math.isnan(m) or math.isnan(t):
+        if not (math.isfinite(m) and math.isfinite(t)):
+            return False
+        if self.cases is not None and self.cases < 1:
             return False
         if self.kind in ("agreement", "upper_bound"):
             return m <= t
@@ -67,26 +83,101 @@ class Comparison:
         return f"{self.expectation()}: measured {m}"
 
 
-def agreement(discrepancy, tolerance, why, *, name="", finding=None) -> Comparison:
-    """Two independent computations agree: ``discrepancy <= tolerance``."""
-    return Comparison("agreement", discrepancy, tolerance, why, name, finding)
+def agreement(discrepancy, tolerance, why, *, name="", finding=None,
+              cases=None) -> Comparison:
+    """Two independent computations agree: ``discrepancy <= tolerance``.  ``cases``: how
+    many cases a worst-case discrepancy covers (taken from an :class:`Aggregate`)."""
+    return Comparison("agreement", discrepancy, tolerance, why, name, finding, cases)
 
 
-def upper_bound(measured, bound, why, *, name="", finding=None) -> Comparison:
+def upper_bound(measured, bound, why, *, name="", finding=None, cases=None) -> Comparison:
     """A measured quantity stays under a (proven or stated) bound: ``measured <= bound``."""
-    return Comparison("upper_bound", measured, bound, why, name, finding)
+    return Comparison("upper_bound", measured, bound, why, name, finding, cases)
 
 
-def lower_bound(measured, bound, why, *, name="", finding=None) -> Comparison:
+def lower_bound(measured, bound, why, *, name="", finding=None, cases=None) -> Comparison:
     """A measured quantity stays above a bound: ``measured >= bound``."""
-    return Comparison("lower_bound", measured, bound, why, name, finding)
+    return Comparison("lower_bound", measured, bound, why, name, finding, cases)
 
 
 def count(got, expected, why, *, name="", finding=None) -> Comparison:
     """An exact integer equality: ``got == expected``."""
-    if float(got) != int(got) or float(expected) != int(expected):
-        raise ValueError(f"count: expected and got must be integers, got {expected}, {got}.")
+    for arg, v in (("got", got), ("expected", expected)):
+        if not math.isfinite(float(v)):
+            return Comparison("count", float("nan"), 0, why, name, finding)
+        if float(v) != int(v):
+            raise ValueError(f"count: {arg} must be an integer, got {v}.")
     return Comparison("count", int(got), int(expected), why, name, finding)
+
+
+class Aggregate(float):
+    """A worst case (the largest or smallest of ``cases`` values), as a float that
+    remembers how many values it covers.  NaN when any value was NaN; ``-inf``
+    (:func:`largest`) or ``+inf`` (:func:`smallest`) with ``cases == 0`` when there was
+    none, so that a comparison built from it does not hold.  Arithmetic on it gives a
+    plain float (the count is then the caller's to pass as ``cases=``)."""
+
+    cases: int
+
+    def __new__(cls, value: float, cases: int):
+        obj = super().__new__(cls, value)
+        obj.cases = int(cases)
+        return obj
+
+    def __repr__(self) -> str:
+        return f"Aggregate({float(self)!r}, cases={self.cases})"
+
+
+def _aggregate(values, pick, empty) -> Aggregate:
+    import numpy as np
+
+    parts, n = [], 0
+
+    def add(v):
+        nonlocal n
+        if isinstance(v, Aggregate):
+            if v.cases > 0:
+                parts.append(np.array([float(v)]))
+                n += v.cases
+        elif isinstance(v, (str, bytes, dict)):
+            raise TypeError(f"values: a worst case takes numbers or arrays, got "
+                            f"{type(v).__name__}.")
+        elif not hasattr(v, "shape") and hasattr(v, "__iter__"):
+            for x in v:                    # a list, tuple or generator of values
+                add(x)
+        else:
+            a = np.asarray(v, dtype=float).ravel()
+            parts.append(a)
+            n += a.size
+
+    for v in values:
+        add(v)
+    if n == 0:
+        return Aggregate(empty, 0)
+    return Aggregate(float(pick(np.concatenate(parts))), n)   # np.max/np.min keep a NaN
+
+
+def largest(*values) -> Aggregate:
+    """The largest of ``values`` (numbers, arrays, iterables of them, or earlier
+    aggregates, flattened), NaN if any is NaN, and how many values it covered: the one
+    way a check takes a worst case, so that a NaN fails it and an empty grid is seen::
+
+        worst = largest()                 # no case yet: -inf, cases = 0
+        for case in grid:
+            worst = largest(worst, error(case))
+        agreement(worst, tol, why)        # records cases; fails on NaN or on no case
+    """
+    import numpy as np
+
+    return _aggregate(values, np.max, -math.inf)
+
+
+def smallest(*values) -> Aggregate:
+    """The smallest of ``values``, as :func:`largest` (``+inf`` and ``cases = 0`` when
+    there is none)."""
+    import numpy as np
+
+    return _aggregate(values, np.min, math.inf)
 
 
 @dataclass
