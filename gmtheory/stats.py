@@ -44,16 +44,18 @@ class Fit(NamedTuple):
 def mean_se(x, axis=0):
     """Mean and standard error ``std(ddof=1) / sqrt(n)`` along ``axis``.
 
-    Returns ``(mean, se)``; for a single sample the standard error is ``inf``
-    (nothing is known about the spread), never a silent NaN.
+    Returns ``(mean, se)``.  A single sample has no standard error: it raises (an
+    ``inf`` would make any z-score 0 and pass a comparison; a 0 would claim certainty).
+    NaN values give a NaN mean and SE (never dropped).
     """
     x = np.asarray(x, dtype=float)
     if x.size == 0:
         raise ValueError("x: mean_se needs at least one value, got an empty array.")
     n = x.shape[axis] if x.ndim else 1
-    mean = np.mean(x, axis=axis)
     if n < 2:
-        return mean, np.full_like(np.asarray(mean, float), np.inf)
+        raise ValueError(f"x: a standard error needs at least 2 samples along axis {axis}, "
+                         f"got {n}; run more seeds or repetitions (shape {x.shape}).")
+    mean = np.mean(x, axis=axis)
     se = np.std(x, axis=axis, ddof=1) / np.sqrt(n)
     return mean, se
 

@@ -156,20 +156,27 @@ def mutation_report(path=None) -> list[str]:
         "bound is still a bound), one function at a time, in a fresh interpreter, "
         "and the checks that call it (measured by a counted run of every check) run until "
         "one FAILs. delta = 1e-3 first, 1e-1 when 1e-3 is not caught. A FINDING or an "
-        "ERROR does not count as caught.", "",
+        "ERROR does not count as caught. Then two breaks (`python -m gmtheory.verify.mutation "
+        "breaks`): the output multiplied by NaN, and by -1; a break is caught when a check "
+        "FAILs or raises (a check that refuses a NaN has done its job). The call map's own "
+        "run, every function wrapped and its output unchanged, is the delta = 0 trial.", "",
         f"{len(funcs)} functions: {len(caught)} caught ("
         + ", ".join(f"{len(v)} at delta = {k:g}" for k, v in sorted(by_res.items()))
         + f"), {len(status.get('unchecked', []))} unchecked, "
         f"{len(status.get('not-called', []))} called by no check, "
         f"{len(status.get('pending', []))} not yet run.", "",
-        "| function | status | smallest delta caught | caught by | checks calling it |",
-        "|---|---|---|---|---|"]
+        *_breaks_summary(data), "",
+        "| function | status | smallest delta caught | caught by | NaN | sign flip | "
+        "checks calling it |",
+        "|---|---|---|---|---|---|---|"]
     for q in sorted(funcs):
         e = funcs[q]
         res = e.get("resolution")
         by = f"`{e['caught_by']}`: {_cell(e.get('comparison', ''))}" if e.get("caught_by") else ""
+        brk = [_break_cell(e.get("breaks", {}).get(k)) for k in ("nan", "flip")]
         lines.append(f"| `{q}` | {e.get('status', 'pending')} | "
-                     f"{'' if res is None else f'{res:g}'} | {by} | {len(e.get('checks', []))} |")
+                     f"{'' if res is None else f'{res:g}'} | {by} | {brk[0]} | {brk[1]} | "
+                     f"{len(e.get('checks', []))} |")
     un = sorted(q for q in funcs if funcs[q].get("status") in ("unchecked", "not-called"))
     if un:
         lines += ["", "### Unchecked functions", "",
@@ -177,6 +184,33 @@ def mutation_report(path=None) -> list[str]:
                   "| function | why |", "|---|---|"]
         lines += [f"| `{q}` | {_cell(UNCHECKED.get(q, 'no reason recorded'))} |" for q in un]
     return lines
+
+
+def _break_cell(run) -> str:
+    if not run:
+        return ""
+    if not run.get("caught"):
+        return "**not caught**" if run.get("ran") else _cell(run.get("error", "not run"))
+    last = run["ran"][-1]
+    return f"{last['verdict']} (`{last['check']}`)"
+
+
+def _breaks_summary(data) -> list[str]:
+    funcs = data.get("functions", {})
+    called = [q for q, e in funcs.items() if e.get("checks")]
+    out = []
+    for k, what in (("nan", "NaN"), ("flip", "a sign flip")):
+        runs = [funcs[q].get("breaks", {}).get(k) for q in called]
+        done = [r for r in runs if r]
+        caught = [r for r in done if r.get("caught")]
+        out.append(f"- {what}: {len(caught)} of {len(called)} called functions caught "
+                   f"({sum(r['ran'][-1]['verdict'] == 'FAIL' for r in caught)} by a FAIL, "
+                   f"{sum(r['ran'][-1]['verdict'] == 'ERROR' for r in caught)} by an ERROR), "
+                   f"{len(done) - len(caught)} not caught, {len(called) - len(done)} not run.")
+    fp = (data.get("map") or {}).get("fingerprint")
+    out.append(f"- Call map fingerprint: `{fp['digest']}`." if fp else
+               "- The call map has no fingerprint (measured before issue 41).")
+    return out
 
 
 def reference_links(text) -> str:

@@ -12,6 +12,7 @@ and every alias of a function.
 
 import dataclasses
 import json
+from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
@@ -37,6 +38,70 @@ def test_result_covers_every_public_function():
         f"{missing}. Run `{RERUN} --only <module>.` and commit {mutation.RESULT_FILE.name}.")
     gone = sorted(set(funcs) - set(public))
     assert not gone, f"{mutation.RESULT_FILE.name} lists functions that are gone: {gone}"
+
+
+def test_call_map_is_current():
+    """The call map was measured on the checks and theory modules as they are now: a change
+    to any of them may change which check calls which function, so a stale map fails."""
+    stored = _data()["map"].get("fingerprint")
+    stale = mutation.stale_files(stored)
+    assert not stale, (
+        f"the call map in {mutation.RESULT_FILE.name} is stale: {len(stale)} files changed "
+        f"since it was measured ({', '.join(stale[:8])}). Rerun `{RERUN}` and `python -m "
+        "gmtheory.verify.mutation breaks --jobs 2`, and commit the file.")
+
+
+def test_stale_map_is_detected(tmp_path):
+    fp = mutation.map_fingerprint()
+    assert mutation.stale_files(fp) == []
+    old = {**fp, "files": {**fp["files"]}}
+    name = next(iter(old["files"]))
+    old["files"][name] = "0" * 64
+    assert mutation.stale_files(old) == [name]
+    assert mutation.stale_files(None) == sorted(fp["files"])
+    path = tmp_path / "mutation.json"
+    path.write_text(json.dumps({"map": {"calls": {}, "seconds": {}, "verdicts": {},
+                                        "fingerprint": old}}))
+    with pytest.raises(SystemExit, match="stale"):
+        mutation.run_breaks(path)
+
+
+def test_zero_delta_trial_passes():
+    """The call map's run wraps every public function (output unchanged): delta = 0 must
+    leave every check with the verdict it has (PASS, or a pinned FINDING)."""
+    expected = json.loads((Path(__file__).with_name("expected_findings.json")).read_text())
+    verdicts = _data()["map"]["verdicts"]
+    wrong = {c: v for c, v in verdicts.items()
+             if v != ("FINDING" if c in expected["findings"] else "PASS")}
+    assert not wrong, f"checks that do not pass with every function wrapped at delta = 0: {wrong}"
+
+
+def test_every_called_function_is_broken_by_nan_and_a_sign_flip():
+    """A NaN in the output of any function that a check calls must make one of those checks
+    FAIL or raise; so must a sign flip, unless the reason is recorded in FLIP_SURVIVES."""
+    funcs = _data()["functions"]
+    missing, nan_passes, flip_passes = [], [], []
+    for q, e in funcs.items():
+        if not e.get("checks"):
+            continue
+        br = e.get("breaks", {})
+        for k in mutation.BREAKS:
+            run = br.get(k)
+            if run is None or "error" in run and not run.get("ran"):
+                missing.append(f"{q}:{k}")
+            elif not run["caught"]:
+                if k == "nan" and q not in mutation.NO_FLOAT:
+                    nan_passes.append(q)
+                elif k == "flip" and q not in mutation.FLIP_SURVIVES | mutation.NO_FLOAT:
+                    flip_passes.append(q)
+    assert not missing, (f"breaks not run: {missing}; run `python -m gmtheory.verify.mutation "
+                         "breaks --jobs 2`")
+    assert not nan_passes, f"every check still PASSes with a NaN from: {nan_passes}"
+    assert not flip_passes, f"every check still PASSes with the sign of: {flip_passes} flipped"
+    for table in (mutation.FLIP_SURVIVES, mutation.NO_FLOAT):
+        for q in table:
+            assert q in funcs and not funcs[q].get("breaks", {}).get("flip", {}).get(
+                "caught"), f"{q} is listed as surviving a break but is caught: remove it"
 
 
 def test_every_function_is_caught_or_explained():
@@ -87,6 +152,21 @@ def test_patch_replaces_every_alias():
     finally:
         mutation.restore()
     assert ops.softmax_attention_limit is orig
+
+
+@pytest.mark.mutation
+@pytest.mark.parametrize("brk", sorted(mutation.BREAKS))
+@pytest.mark.parametrize("qualname", mutation.public_functions())
+def test_a_break_turns_a_check_red(qualname, brk):
+    """A NaN (or a sign flip) in ``qualname``'s output, fresh: a check must FAIL or raise."""
+    cmap = _data()["map"]
+    checks = sorted((c for c in cmap["calls"] if qualname in cmap["calls"][c]),
+                    key=lambda c: cmap["seconds"].get(c, 0.0))
+    if not checks or qualname in mutation.NO_FLOAT or (
+            brk == "flip" and qualname in mutation.FLIP_SURVIVES):
+        return
+    run = mutation._subprocess(qualname, mutation.BREAKS[brk], checks, timeout=900.0)
+    assert run["caught"], run
 
 
 @pytest.mark.mutation

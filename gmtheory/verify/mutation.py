@@ -28,10 +28,22 @@ stopping at the first FAIL.  The function is replaced wherever the package holds
 defining module's attribute, every ``from X import f`` alias in any ``gmtheory`` module,
 and every function default argument that is the function.
 
+Two *breaks* follow the ladder (:data:`BREAKS`): the output multiplied by NaN, and its sign
+flipped.  Each must be caught by a check that returns FAIL or ERROR (a check that raises on
+a NaN has refused it, which is what it should do); a check that PASSes on a NaN is a hole
+in the verdicts (issue 41).  The call map's own run is the delta = 0 trial: every public
+function is wrapped (counted, output unchanged) and every check must still PASS.
+
+The call map carries the fingerprint of the files it was measured on (:func:`map_fingerprint`:
+the check modules, the registry, :mod:`gmtheory.comparisons` and the perturbed modules); the
+default test fails when any of them changed since, so that the pass never runs on a stale
+map of which check calls which function.
+
 Run the whole pass (about an hour on two cores; it resumes where it stopped)::
 
     python -m gmtheory.verify.mutation map          # the call map, into the result file
     python -m gmtheory.verify.mutation run --jobs 2 # every function on the ladder
+    python -m gmtheory.verify.mutation breaks --jobs 2   # NaN and sign flip
 
 or ``pytest -m mutation`` (tests/test_mutation.py), which checks the committed result
 file ``docs/measured/mutation.json``; the default test suite only checks that this file
@@ -53,11 +65,15 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["MODULES", "LADDER", "UNCHECKED", "public_functions", "perturb", "patch", "restore",
-           "call_map", "run_one", "run_pass", "signed_delta", "RESULT_FILE"]
+__all__ = ["MODULES", "LADDER", "BREAKS", "UNCHECKED", "public_functions", "perturb", "patch",
+           "restore", "call_map", "run_one", "run_pass", "run_breaks", "signed_delta",
+           "NO_FLOAT", "FLIP_REASONS", "FLIP_SURVIVES", "stale_files",
+           "map_fingerprint", "RESULT_FILE"]
 
 MODULES = ("operators", "lda", "denoising", "icl", "icl_softmax", "hermite", "approx", "gma")
 LADDER = (1e-6, 1e-3, 1e-1)
+# the breaks: the name and the delta whose factor 1 + delta breaks the output (NaN; -1)
+BREAKS = {"nan": float("nan"), "flip": -2.0}
 RESULT_FILE = Path(__file__).resolve().parents[2] / "docs" / "measured" / "mutation.json"
 
 # Functions that no check catches at delta = 0.1, with the reason (read into the report).
@@ -139,6 +155,14 @@ UNCHECKED: dict[str, str] = {
                                          "within 4 SE; that SE is ~9 % of L MSE, so 10 % is "
                                          "about one SE"),
 }
+
+
+# Functions whose output has no floating-point value to break (measured: the break touched
+# no call).
+NO_FLOAT: frozenset[str] = frozenset({"gma.uses_fused"})
+# Functions a sign flip of whose output no check can call wrong, with the reason.
+FLIP_REASONS: dict[str, str] = {}
+FLIP_SURVIVES: frozenset[str] = frozenset(FLIP_REASONS)
 
 
 def public_functions(modules=MODULES) -> list[str]:
@@ -237,7 +261,44 @@ def signed_delta(qualname: str, delta: float) -> float:
     """``-delta`` for a proven bound (a function named ``*_bound``): a bound is wrong when
     it is too small; one made larger is still a bound, only looser, and no check can
     call that wrong.  ``delta`` for every other function."""
+    if delta in BREAKS.values() or delta != delta:     # a break: the factor as it is
+        return delta
     return -delta if qualname.endswith("_bound") else delta
+
+
+def _break_name(delta: float) -> str | None:
+    if delta != delta:
+        return "nan"
+    return next((k for k, v in BREAKS.items() if v == delta), None)
+
+
+def map_fingerprint() -> dict:
+    """``{"digest", "files"}``: the sha256 of every file whose change can change the call
+    map or a verdict's arithmetic: the check modules and the registry
+    (``gmtheory/verify``), :mod:`gmtheory.comparisons`, and the perturbed modules
+    (:data:`MODULES`; every file of a package)."""
+    import hashlib
+
+    root = Path(__file__).resolve().parents[1]
+    paths = sorted(root.joinpath("verify").glob("*_checks.py"))
+    paths += [root / "verify" / "_registry.py", root / "comparisons.py"]
+    for m in MODULES:
+        if (root / f"{m}.py").is_file():
+            paths.append(root / f"{m}.py")
+        else:
+            paths += sorted((root / m).glob("*.py"))
+    files = {p.relative_to(root.parent).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+             for p in paths}
+    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+    return {"digest": digest, "files": files}
+
+
+def stale_files(stored: dict | None) -> list[str]:
+    """The files whose hash differs between the call map's stored fingerprint and now
+    (every file when nothing is stored)."""
+    now = map_fingerprint()["files"]
+    old = (stored or {}).get("files", {})
+    return sorted(f for f in set(now) | set(old) if now.get(f) != old.get(f))
 
 
 def _wrap(fn, delta: float, counter: dict | None, name: str = ""):
@@ -355,13 +416,15 @@ def call_map(only: str | None = None, progress: bool = True) -> dict:
 
 def run_one(qualname: str, delta: float, check_ids: list[str]) -> dict:
     """Perturb ``qualname`` by ``delta`` (in this process) and run ``check_ids`` in order
-    until one FAILs."""
+    until one FAILs (for a break, :data:`BREAKS`, until one FAILs or raises)."""
     from ._registry import run_checks, select_checks
 
     _setup()
     _load_everything()
     refs = patch(qualname, delta)
     by_id = {c.id: c for c in select_checks(None)}
+    brk = _break_name(delta)
+    stops = ("FAIL", "ERROR") if brk else ("FAIL",)
     ran = []
     for cid in check_ids:
         (res,) = run_checks([by_id[cid]], progress=False)
@@ -372,12 +435,12 @@ def run_one(qualname: str, delta: float, check_ids: list[str]) -> dict:
         if res.error:
             row["error"] = res.error.splitlines()[0][:300]
         ran.append(row)
-        if res.verdict == "FAIL":
+        if res.verdict in stops:
             break
-    return {"function": qualname, "delta": delta, "factor": 1.0 + signed_delta(qualname, delta),
-            "references": refs,
+    return {"function": qualname, "delta": brk or delta,
+            "factor": brk or 1.0 + signed_delta(qualname, delta), "references": refs,
             "perturbed_calls": _Tally.perturbed, "untouched_calls": _Tally.untouched,
-            "caught": any(r["verdict"] == "FAIL" for r in ran), "ran": ran}
+            "caught": any(r["verdict"] in stops for r in ran), "ran": ran}
 
 
 def _read(path: Path) -> dict:
@@ -392,7 +455,7 @@ def _write(path: Path, data: dict) -> None:
 
 def _subprocess(qualname: str, delta: float, checks: list[str], timeout: float) -> dict:
     cmd = [sys.executable, "-m", "gmtheory.verify.mutation", "one", qualname,
-           "--delta", repr(delta), "--checks", ",".join(checks)]
+           "--delta", _break_name(delta) or repr(delta), "--checks", ",".join(checks)]
     t0 = time.perf_counter()
     # a fresh simulation cache: a cached run of unperturbed code would hide the perturbation
     # from a check that reads a figure's run (its key knows the source, not the patch)
@@ -402,11 +465,12 @@ def _subprocess(qualname: str, delta: float, checks: list[str], timeout: float) 
                                env={**os.environ, "TQDM_DISABLE": "1",
                                     "GMTHEORY_RESULTS": results})
         except subprocess.TimeoutExpired:
-            return {"function": qualname, "delta": delta, "caught": False, "ran": [],
-                    "error": f"timed out after {timeout:.0f} s"}
+            return {"function": qualname, "delta": _break_name(delta) or delta,
+                    "caught": False, "ran": [], "error": f"timed out after {timeout:.0f} s"}
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if p.returncode or not lines:
-        return {"function": qualname, "delta": delta, "caught": False, "ran": [],
+        return {"function": qualname, "delta": _break_name(delta) or delta, "caught": False,
+                "ran": [],
                 "error": (p.stderr.strip().splitlines() or ["no output"])[-1][:300]}
     out = json.loads(lines[-1])
     out["wall_s"] = round(time.perf_counter() - t0, 1)
@@ -448,9 +512,7 @@ def run_pass(path: Path = RESULT_FILE, jobs: int = 1, only: str | None = None,
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     data = _read(path)
-    cmap = data.get("map")
-    if cmap is None:
-        raise SystemExit(f"{path}: no call map; run `python -m gmtheory.verify.mutation map`")
+    cmap = _current_map(data, path)
     funcs = data.setdefault("functions", {})
     prefixes = tuple(p.strip() for p in (only or "").split(",") if p.strip())
     names = [q for q in public_functions() if not prefixes or q.startswith(prefixes)]
@@ -488,6 +550,54 @@ def run_pass(path: Path = RESULT_FILE, jobs: int = 1, only: str | None = None,
     return data
 
 
+def _current_map(data: dict, path: Path) -> dict:
+    cmap = data.get("map")
+    if cmap is None:
+        raise SystemExit(f"{path}: no call map; run `python -m gmtheory.verify.mutation map`")
+    stale = stale_files(cmap.get("fingerprint"))
+    if stale:
+        raise SystemExit(f"{path}: the call map is stale ({', '.join(stale[:5])} changed); run "
+                         "`python -m gmtheory.verify.mutation map` first")
+    return cmap
+
+
+def run_breaks(path: Path = RESULT_FILE, jobs: int = 1, only: str | None = None,
+               timeout: float = 900.0) -> dict:
+    """Each :data:`BREAKS` for every function that a check calls (resuming from ``path``):
+    ``functions[q]["breaks"][name]`` is the run; caught when a check FAILs or raises."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    data = _read(path)
+    cmap = _current_map(data, path)
+    funcs = data.setdefault("functions", {})
+    prefixes = tuple(p.strip() for p in (only or "").split(",") if p.strip())
+    work = []
+    for q in public_functions():
+        if prefixes and not q.startswith(prefixes):
+            continue
+        checks = sorted((c for c in cmap["calls"] if q in cmap["calls"][c]),
+                        key=lambda c: cmap["seconds"].get(c, 0.0))
+        e = funcs.setdefault(q, {"runs": []})
+        br = e.setdefault("breaks", {})
+        for name, delta in BREAKS.items():
+            done = br.get(name)
+            if checks and not (done and done.get("checks") == checks and "error" not in done):
+                work.append((q, name, delta, checks))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futs = {pool.submit(_subprocess, q, delta, checks, timeout): (q, name, checks)
+                for q, name, delta, checks in work}
+        for f in as_completed(futs):
+            q, name, checks = futs[f]
+            res = {**f.result(), "checks": checks}
+            funcs[q]["breaks"][name] = res
+            print(f"{q} {name} caught={res['caught']} "
+                  f"{[r['check'] + ':' + r['verdict'] for r in res['ran']]} "
+                  f"{res.get('error', '')}", file=sys.stderr, flush=True)
+            _write(path, data)
+    _write(path, data)
+    return data
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gmtheory.verify.mutation",
                                  description=__doc__.split("\n\n")[0])
@@ -504,28 +614,37 @@ def main(argv=None) -> int:
     a.add_argument("--timeout", type=float, default=900.0)
     a.add_argument("--refine", action="store_true",
                    help="also try delta = 1e-6 where 1e-3 is caught")
+    a = sub.add_parser("breaks", help="NaN and a sign flip for every called function")
+    a.add_argument("--out", type=Path, default=RESULT_FILE)
+    a.add_argument("--jobs", type=int, default=1)
+    a.add_argument("--only", default=None, help="comma-separated prefixes")
+    a.add_argument("--timeout", type=float, default=900.0)
     a = sub.add_parser("one", help="(internal) one perturbation, in this process")
     a.add_argument("function")
-    a.add_argument("--delta", type=float, required=True)
+    a.add_argument("--delta", required=True, help="a float, or a break: nan, flip")
     a.add_argument("--checks", required=True)
     args = ap.parse_args(argv)
     if args.cmd == "map":
         data = _read(args.out)
         from ..cache import provenance
 
+        fp = map_fingerprint()
         new = call_map(args.only)
-        if args.only and "map" in data:
-            for k in ("calls", "seconds", "verdicts"):
+        if args.only and "map" in data:     # a partial map keeps the old fingerprint: only
+            for k in ("calls", "seconds", "verdicts"):     # a full map is current
                 data["map"][k].update(new[k])
         else:
-            data["map"] = new
+            data["map"] = {**new, "fingerprint": fp}
             data["provenance"] = provenance()
         _write(args.out, data)
     elif args.cmd == "run":
         run_pass(args.out, args.jobs, args.only, args.timeout, args.refine)
+    elif args.cmd == "breaks":
+        run_breaks(args.out, args.jobs, args.only, args.timeout)
     else:
         checks = [c for c in args.checks.split(",") if c]
-        print(json.dumps(run_one(args.function, args.delta, checks)))
+        delta = BREAKS[args.delta] if args.delta in BREAKS else float(args.delta)
+        print(json.dumps(run_one(args.function, delta, checks)))
     return 0
 
 

@@ -1,0 +1,89 @@
+"""Verdicts that cannot pass by accident (issue 41, item 1): a NaN or an infinity never
+holds in any comparison kind, a worst case keeps a NaN and counts its cases, a worst case
+over no case fails, one sample has no standard error, and no check takes a worst case
+with a tool that drops NaN (Python's ``max``/``min``, ``np.nanmax``)."""
+
+import ast
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gmtheory import comparisons as C
+from gmtheory.stats import mean_se
+
+BAD = (math.nan, math.inf, -math.inf)
+
+
+@pytest.mark.parametrize("bad", BAD)
+@pytest.mark.parametrize("kind", ["agreement", "upper_bound", "lower_bound"])
+def test_non_finite_never_holds(kind, bad):
+    make = getattr(C, kind)
+    assert make(0.5, 1.0, "ok").holds() is (kind != "lower_bound")
+    assert not make(bad, 1.0, "bad measured").holds()
+    assert not make(0.5, bad, "bad threshold").holds()
+    out = C.Outcome(make(bad, 1.0, "x"), C.agreement(0.0, 1.0, "y"))
+    assert out.verdict() == "FAIL" and out.headline() == 0
+
+
+@pytest.mark.parametrize("bad", BAD)
+def test_count_with_a_non_finite_value_fails(bad):
+    assert C.count(3, 3, "ok").holds()
+    assert not C.count(bad, 3, "bad got").holds()
+    assert not C.count(3, bad, "bad expected").holds()
+
+
+def test_worst_case_keeps_nan_and_counts_cases():
+    assert math.isnan(max(0.0, math.nan)) is False          # the trap: NaN dropped
+    w = C.largest()
+    assert w == -math.inf and w.cases == 0
+    for v in (0.25, [0.5, 0.125], np.array([[0.75]])):
+        w = C.largest(w, v)
+    assert float(w) == 0.75 and w.cases == 4
+    assert math.isnan(C.largest(w, math.nan)) and C.largest(w, math.nan).cases == 5
+    assert math.isnan(C.largest(math.nan, 0.0)) and math.isnan(C.smallest(0.0, math.nan))
+    assert C.smallest((x for x in (3.0, 1.0, 2.0))) == 1.0
+    c = C.agreement(C.largest([0.1, 0.2, 0.3]), 1.0, "three cases")
+    assert c.cases == 3 and c.holds()
+    assert not C.agreement(C.largest(), 1.0, "no case").holds()
+    assert not C.upper_bound(C.largest([]), 1.0, "no case").holds()
+    assert not C.lower_bound(C.smallest(), 0.0, "no case").holds()
+    assert not C.agreement(0.0, 1.0, "declared zero", cases=0).holds()
+    assert not C.agreement(C.largest([0.1, math.nan]), 1.0, "a NaN case").holds()
+    with pytest.raises(TypeError, match="values"):
+        C.largest("0.5")
+
+
+def test_one_sample_has_no_standard_error():
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        mean_se([1.0])
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        mean_se(np.ones((1, 3)), axis=0)
+    m, se = mean_se([1.0, math.nan, 2.0])
+    assert math.isnan(m) and math.isnan(se)
+
+
+CHECK_MODULES = sorted((Path(C.__file__).parent / "verify").glob("*_checks.py"))
+DROPS_NAN = {"max", "min"}                     # builtins: max(0.0, nan) == 0.0
+NAN_IGNORING = {"nanmax", "nanmin", "nanmean", "nanmedian", "nansum", "nanstd"}
+
+
+def _offences(path: Path) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and f.id in DROPS_NAN:
+            out.append(f"{path.name}:{node.lineno}: builtin {f.id}()")
+        elif isinstance(f, ast.Attribute) and f.attr in NAN_IGNORING:
+            out.append(f"{path.name}:{node.lineno}: {f.attr}()")
+    return out
+
+
+def test_checks_take_worst_cases_with_the_nan_propagating_helper():
+    assert CHECK_MODULES, "no check modules found"
+    bad = [o for p in CHECK_MODULES for o in _offences(p)]
+    assert not bad, ("a check takes a worst case with a tool that drops NaN; use "
+                     "gmtheory.comparisons.largest/smallest:\n" + "\n".join(bad))
