@@ -127,6 +127,9 @@ class Aggregate(float):
     def __repr__(self) -> str:
         return f"Aggregate({float(self)!r}, cases={self.cases})"
 
+    def __reduce__(self):                      # copy, deepcopy and pickle keep the count
+        return (Aggregate, (float(self), self.cases))
+
 
 def _aggregate(values, pick, empty) -> Aggregate:
     import numpy as np

@@ -48,12 +48,17 @@ CHECKS_INTRO = (
     "that fail test a claim printed in a paper that does not reproduce here (the report "
     "quotes the claim and gives the expectation and the measurement; the expected ones "
     "are pinned in `tests/expected_findings.json`), and FAIL otherwise: two of our "
-    "computations disagreeing is always a FAIL. `gmtheory verify` exits 0 on PASS and "
+    "computations disagreeing is always a FAIL. A comparison whose measured value or "
+    "threshold is NaN or infinite never holds, whatever its kind; a worst case over many "
+    "cases is taken with `gmtheory.comparisons.largest`/`smallest`, which keep a NaN and "
+    "count the cases (`--verbose` and `checks.json` show the count), and a worst case "
+    "over no case fails. `gmtheory verify` exits 0 on PASS and "
     "FINDING. The verdicts and every comparison of a real run are in the "
     "[report](report.md), and so is the perturbation test (`pytest -m mutation`, "
     "gmtheory/verify/mutation.py): the output of each public theory function, made wrong "
-    "by a factor 1 + delta, must turn a check FAIL; the functions no check catches are "
-    "listed there with the reason.\n\n")
+    "by a factor 1 + delta, must turn a check FAIL, and so must a NaN or a sign flip in "
+    "it (FAIL or ERROR); the functions no check catches are listed there with the "
+    "reason.\n\n")
 
 REPORT_JSON = Path("docs/measured/checks.json")
 

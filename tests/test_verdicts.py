@@ -43,7 +43,7 @@ def test_worst_case_keeps_nan_and_counts_cases():
     assert float(w) == 0.75 and w.cases == 4
     assert math.isnan(C.largest(w, math.nan)) and C.largest(w, math.nan).cases == 5
     assert math.isnan(C.largest(math.nan, 0.0)) and math.isnan(C.smallest(0.0, math.nan))
-    assert C.smallest((x for x in (3.0, 1.0, 2.0))) == 1.0
+    assert C.smallest(x for x in (3.0, 1.0, 2.0)) == 1.0
     c = C.agreement(C.largest([0.1, 0.2, 0.3]), 1.0, "three cases")
     assert c.cases == 3 and c.holds()
     assert not C.agreement(C.largest(), 1.0, "no case").holds()
@@ -67,10 +67,15 @@ def test_one_sample_has_no_standard_error():
 CHECK_MODULES = sorted((Path(C.__file__).parent / "verify").glob("*_checks.py"))
 DROPS_NAN = {"max", "min"}                     # builtins: max(0.0, nan) == 0.0
 NAN_IGNORING = {"nanmax", "nanmin", "nanmean", "nanmedian", "nansum", "nanstd"}
+# XLA:CPU's max/min reductions drop a NaN once the array has 4096 or more elements
+# (measured with jax 0.10.2: test_jax_max_drops_nan_on_large_arrays); allowed only where
+# traced code must reduce a small array, marked "nan-safe:" on the line above
+JAX_REDUCTIONS = {"max", "min", "amax", "amin"}
 
 
 def _offences(path: Path) -> list[str]:
     out = []
+    lines = path.read_text().splitlines()
     for node in ast.walk(ast.parse(path.read_text())):
         if not isinstance(node, ast.Call):
             continue
@@ -79,7 +84,23 @@ def _offences(path: Path) -> list[str]:
             out.append(f"{path.name}:{node.lineno}: builtin {f.id}()")
         elif isinstance(f, ast.Attribute) and f.attr in NAN_IGNORING:
             out.append(f"{path.name}:{node.lineno}: {f.attr}()")
+        elif (isinstance(f, ast.Attribute) and f.attr in JAX_REDUCTIONS
+              and isinstance(f.value, ast.Name) and f.value.id == "jnp"
+              and "nan-safe:" not in lines[node.lineno - 2]):
+            out.append(f"{path.name}:{node.lineno}: jnp.{f.attr}() (drops NaN at >= 4096)")
     return out
+
+
+def test_jax_max_drops_nan_on_large_arrays():
+    """Why the checks reduce with NumPy (or ``largest``): on XLA:CPU a NaN vanishes from
+    ``jnp.max`` of 4096 elements.  If a jax upgrade fixes this, the rule can be relaxed."""
+    import jax.numpy as jnp
+
+    small, big = jnp.zeros(4095).at[7].set(jnp.nan), jnp.zeros(4096).at[7].set(jnp.nan)
+    assert math.isnan(float(jnp.max(small)))
+    assert math.isnan(float(C.largest(big))) and math.isnan(float(np.max(np.asarray(big))))
+    if not math.isnan(float(jnp.max(big))):
+        pytest.xfail("XLA:CPU drops the NaN from jnp.max of >= 4096 elements (known here)")
 
 
 def test_checks_take_worst_cases_with_the_nan_propagating_helper():
@@ -87,3 +108,12 @@ def test_checks_take_worst_cases_with_the_nan_propagating_helper():
     bad = [o for p in CHECK_MODULES for o in _offences(p)]
     assert not bad, ("a check takes a worst case with a tool that drops NaN; use "
                      "gmtheory.comparisons.largest/smallest:\n" + "\n".join(bad))
+
+
+def test_aggregate_survives_copies():
+    import copy
+    import pickle
+
+    a = C.largest([0.5, 0.25])
+    for b in (copy.copy(a), copy.deepcopy({"x": [a]})["x"][0], pickle.loads(pickle.dumps(a))):
+        assert isinstance(b, C.Aggregate) and float(b) == 0.5 and b.cases == 2

@@ -246,7 +246,7 @@ def rel_error(a, b) -> float:
     import numpy as np
 
     a, b = np.asarray(a), np.asarray(b)
-    return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
+    return float(np.max(np.abs(a - b)) / np.maximum(1.0, np.max(np.abs(b))))   # keeps a NaN
 
 
 def _plain(obj):
@@ -256,6 +256,8 @@ def _plain(obj):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_plain(v) for v in obj]
+    if isinstance(obj, float):          # an Aggregate (a float subclass) as a plain float
+        return float(obj)
     if hasattr(obj, "shape") and getattr(obj, "shape", None) == ():
         return float(obj)
     if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):
@@ -295,8 +297,10 @@ def format_table(results: list[CheckResult], verbose: bool = False) -> str:
         if verbose:
             for c in r.comparisons:
                 mark = "ok  " if c.get("holds") else "FAIL"
+                n = c.get("cases")
                 lines.append(f"    {mark} {c['kind']:<12} {c['expectation']}: measured "
-                             f"{_fmt(c['measured'], c['kind'])}")
+                             f"{_fmt(c['measured'], c['kind'])}"
+                             + (f" (worst of {n} cases)" if n is not None else ""))
     finds = [r for r in results if r.verdict == "FINDING"]
     if finds:
         lines.append("")

@@ -9,6 +9,7 @@ import numpy as np
 from scipy.integrate import quad
 
 from .. import hermite
+from ..comparisons import largest
 from ..derivations import hermite_closed_forms as hcf
 from ..stats import fit_loglog
 from ._registry import Outcome, agreement, register_check
@@ -22,14 +23,14 @@ from ._registry import Outcome, agreement, register_check
 )
 def check_closed_forms():
     ref = hcf.numeric()
-    det, worst = {}, 0.0
+    det, worst = {}, largest()
     for name, v in ref.items():
         f, kinks = hcf.NUMPY[name], hcf.KINKS.get(name)
         c = hermite.coefficients(f, 3, kinks=kinks)
         m2 = hermite.second_moment(f, kinks=kinks)
-        e = max(float(np.max(np.abs(c - v["c"]))), abs(m2 - v["m2"]) / max(1.0, v["m2"]))
+        e = float(largest(np.abs(c - v["c"]), abs(m2 - v["m2"]) / largest(1.0, v["m2"])))
         det[name] = {"max_error": e, "c1": float(c[1])}
-        worst = max(worst, e)
+        worst = largest(worst, e)
     return Outcome(agreement(worst, 1e-10, "two independent computations (symbolic "
                              "integration vs adaptive quadrature stopped at 1e-12 agreement)",
                              name="max error of c_0..c_3 and E f^2"), details=det)
@@ -48,7 +49,7 @@ def check_parseval_stein():
            "softplus": (lambda z: np.logaddexp(0, z), lambda z: 1 / (1 + np.exp(-z)), None),
            "erf": (hcf.NUMPY["erf"], lambda z: 2 / np.sqrt(np.pi) * np.exp(-z * z), None),
            "relu": (hcf.NUMPY["relu"], lambda z: (z > 0).astype(float), (0.0,))}
-    det, parseval, stein_worst, relu_slope = {}, 0.0, 0.0, None
+    det, parseval, stein_worst, relu_slope = {}, largest(), largest(), None
     for name, (f, fp, kinks) in fns.items():
         K = 80
         c = hermite.coefficients(f, K, kinks=kinks)
@@ -58,9 +59,9 @@ def check_parseval_stein():
                      epsabs=1e-14, epsrel=1e-13, limit=200)[0]
         d = {"parseval_gap": float(m2 - parts.sum()), "stein_error": abs(c[1] - stein)}
         det[name] = d
-        stein_worst = max(stein_worst, d["stein_error"])
+        stein_worst = largest(stein_worst, d["stein_error"])
         if name != "relu":
-            parseval = max(parseval, abs(d["parseval_gap"]))
+            parseval = largest(parseval, abs(d["parseval_gap"]))
         else:
             # ReLU's even coefficients give k! c_k^2 ~ k^-5/2, so the Parseval tail after k
             # decays like k^-3/2 (a positive, shrinking gap holds by construction: not tested)
@@ -100,7 +101,7 @@ def _gauss_quad(g, kinks) -> float:
     "docs/topics/icl.md#the-nonlinearity-noise-equivalence",
 )
 def check_effective_noise():
-    det, worst = {}, 0.0
+    det, worst = {}, largest()
     sigma2 = 0.1
     for name in ("relu", "sign", "erf", "sin", "z3"):
         f, kinks = hcf.NUMPY[name], hcf.KINKS.get(name)
@@ -111,10 +112,11 @@ def check_effective_noise():
         direct = _gauss_quad(lambda z, f=f, c1=c1: (f(z) - c1 * z) ** 2, kinks) + sigma2
         direct_c = _gauss_quad(lambda z, f=f, c0=c0, c1=c1: (f(z) - c0 - c1 * z) ** 2,
                                kinks) + sigma2
-        e = max(abs(hermite.effective_noise(f, sigma2, kinks=kinks) - direct),
-                abs(hermite.effective_noise(f, sigma2, centred=True, kinks=kinks) - direct_c))
+        e = float(largest(abs(hermite.effective_noise(f, sigma2, kinks=kinks) - direct),
+                          abs(hermite.effective_noise(f, sigma2, centred=True, kinks=kinks)
+                              - direct_c)))
         det[name] = {"rho_eff": direct, "rho_eff_centred": direct_c, "error": e}
-        worst = max(worst, e)
+        worst = largest(worst, e)
     return Outcome(agreement(worst, 1e-10, "orthogonality of He_0, He_1 to the residual; "
                              "the formula by gmtheory.hermite's quadrature, the residual "
                              "variance by SciPy's QUADPACK (epsrel 1e-13): independent rules",

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import icl
 from .. import icl_softmax as S
+from ..comparisons import largest
 from ..mixture import GaussianMixture
 from ..operators import softmax_attention_limit
 from ..problems import stream_key
@@ -38,7 +39,7 @@ def _limit_closed_form(params, w, xq, rho):
 
 def _limit_comparison():
     d, rho = 6, 0.3
-    worst = 0.0
+    worst = largest()
     for i in range(4):
         k = stream_key(SEED, f"limit{i}")
         kp, kw, kq = jax.random.split(k, 3)
@@ -52,7 +53,7 @@ def _limit_comparison():
         z = jnp.concatenate([xq, jnp.zeros((5, 1))], axis=1)
         op = softmax_attention_limit(mix, U, V, z)[:, 0]
         by_hand = jax.vmap(lambda x: _limit_closed_form(p, w, x, rho))(xq)
-        worst = max(worst, float(jnp.max(jnp.abs(op - by_hand) / (1 + jnp.abs(by_hand)))))
+        worst = largest(worst, jnp.abs(op - by_hand) / (1 + jnp.abs(by_hand)))
     # the Bayes head of the docstring: A = (d / e) I, b = c = 0 gives w^T x_q exactly
     return agreement(worst, 1e-10, "Prop. 2.1 (operators.softmax_attention_limit on the "
                      "one-component mixture N(0, Sigma_w) in R^{d+1}) against the tilt written "
@@ -77,14 +78,14 @@ def check_softmax_regression():
     m = len(ds) * len(alphas)
     t = bonferroni_t(m, 10**6)      # n_eval prompts per SE: normal quantiles
     det = {"t_multiplier": t, "points": {}}
-    mc_worst = floor_worst = reach_worst = lin_worst = -np.inf
+    mc_worst = floor_worst = reach_worst = lin_worst = largest()
     for i, d in enumerate(ds):
         for j, al in enumerate(alphas):
             ell = int(a["ell"][i, j])
             pred, V, tt, g = (float(a[k][i, j]) for k in ("iso_pred", "V", "t", "g"))
             # 1. delta method against Monte Carlo of the same head
             allow = 3 * g * g * V * np.exp(tt) / ell
-            mc_worst = max(mc_worst, (abs(float(a["iso_mc"][i, j]) - pred)
+            mc_worst = largest(mc_worst, (abs(float(a["iso_mc"][i, j]) - pred)
                                       - t * float(a["iso_se"][i, j])) / allow)
             # 2./3. trained heads against the isotropic head on the same prompts (paired)
             dif = a["soft_minus_iso"][i, j]
@@ -92,13 +93,13 @@ def check_softmax_regression():
             # their mean under any correlation
             dse = float(np.mean(a["soft_minus_iso_se"][i, j]))
             dm = float(np.mean(dif))
-            floor_worst = max(floor_worst, (-dm - t * dse) / allow)
-            reach_worst = max(reach_worst, (dm - t * dse) / (pred - rho))
+            floor_worst = largest(floor_worst, (-dm - t * dse) / allow)
+            reach_worst = largest(reach_worst, (dm - t * dse) / (pred - rho))
             # 4. trained linear attention against its exact finite-d optimum
             gam = jnp.zeros((int(d), int(d) + 1)).at[:, :int(d)].set(
                 jnp.eye(int(d)) / ((1 + rho) * int(d) / ell + 1 + 1 / ell))
             lin_opt = float(icl.test_error(gam, ell, rho))
-            lin_worst = max(lin_worst, (float(np.mean(a["lin_exact"][i, j])) - lin_opt)
+            lin_worst = largest(lin_worst, (float(np.mean(a["lin_exact"][i, j])) - lin_opt)
                             / (lin_opt - rho))
             det["points"][f"d{int(d)}_alpha{al:g}"] = {
                 "l": ell, "t*": tt, "g*": g, "derived": pred,

@@ -30,6 +30,7 @@ import scipy.integrate
 import scipy.linalg
 
 from .. import lda
+from ..comparisons import largest, smallest
 from ..operators import softmax_attention, softmax_attention_limit
 from ..problems import stream_key
 from ..quadrature import gauss_hermite_rule
@@ -44,23 +45,6 @@ from ._registry import rel_error as _rel
 
 SEED = 20261204
 LBFGS_ORDER = 48   # GH order of the L-BFGS objectives of check 12 (end points: order 64)
-
-
-def _worst(*values, default=None):
-    """Largest value, NaN-propagating (Python's ``max`` silently drops a NaN that is not
-    first); ``values`` are numbers or one iterable."""
-    if len(values) == 1 and not np.isscalar(values[0]):
-        values = list(values[0])
-    if not values:
-        if default is None:
-            raise ValueError("_worst: no values and no default.")
-        return default
-    return float(np.max(np.asarray(values, float)))
-
-
-def _least(*values):
-    """Smallest value, NaN-propagating."""
-    return -_worst(*(-np.asarray(v, float) for v in values))
 
 
 _DRAW = 4096
@@ -210,18 +194,18 @@ def check_07():
     X, Y = lda.sample(prob, stream_key(SEED, "c7-mc"), 1_000_000)
     q = np.concatenate([xs[:4], np.zeros((4, 1))], 1)
     est, se = softmax_attention(_tokens(X, Y), U, V, q, return_se=True)
-    zmax = float(np.max(np.abs(np.asarray(est)[:, -1] - np.asarray(lda.predictor(prob, th, xs[:4])))
-                        / np.asarray(se)[:, -1]))
+    zmax = largest(np.abs(np.asarray(est)[:, -1] - np.asarray(lda.predictor(prob, th, xs[:4])))
+                   / np.asarray(se)[:, -1])
     return Outcome(
-        agreement(_worst(errs), 1e-12, "two closed forms in float64 (Prop. 2.1 on the "
+        agreement(largest(errs), 1e-12, "two closed forms in float64 (Prop. 2.1 on the "
                   "(d+1)-dim degenerate mixture vs eqs. (6)-(7)): round-off",
                   name="last coordinate vs f_theta, rel. error"),
-        agreement(_worst(vec_errs), 1e-12, "Prop. 2.1 vs the Lemma B.1 vector for y in "
+        agreement(largest(vec_errs), 1e-12, "Prop. 2.1 vs the Lemma B.1 vector for y in "
                   "{-1, 0, 1}, float64 round-off", name="Lemma B.1 vector, rel. error"),
         upper_bound(zmax, 5.0, "reference: the 10^6-token Monte Carlo estimate "
                     "within 5 delta-method SE", name="max |MC - f_theta| / SE"),
-        details={"last_coordinate": _worst(errs), "lemma_b1_vector": _worst(vec_errs),
-                 "mc_max_z": zmax})
+        details={"last_coordinate": float(largest(errs)),
+                 "lemma_b1_vector": float(largest(vec_errs)), "mc_max_z": float(zmax)})
 
 
 # ---------------------------------------------------------------- check 8 -------------
@@ -235,7 +219,7 @@ def check_07():
 def check_08():
     from scipy.stats import multivariate_normal as mvn
 
-    err = 0.0
+    err = largest()
     for d in (2, 3, 7):
         key = stream_key(SEED, f"c8-{d}")
         prob = _random_problem(key, d)
@@ -244,7 +228,7 @@ def check_08():
         pi, m_pos, m_neg, cov = (np.asarray(a) for a in (prob.pi_pos, prob.m_pos, prob.m_neg,
                                                          prob.cov))
         odds = (np.log(pi) + mvn.logpdf(x, m_pos, cov) - np.log1p(-pi) - mvn.logpdf(x, m_neg, cov))
-        err = _worst(err, _rel(x @ w + b, odds))
+        err = largest(err, _rel(x @ w + b, odds))
     return Outcome(agreement(err, 1e-12, "closed form vs density ratio (SciPy's Gaussian "
                              "densities), float64 round-off",
                              name="rel. error of w*^T x + b*"))
@@ -277,10 +261,10 @@ def check_09():
                      "max_abs_s": float(np.max(np.abs(np.asarray(lda.phi(prob, th).s)))),
                      "b_star": float(b)}
     return Outcome(
-        agreement(_worst(v["max_abs_f_minus_fstar"] for v in det.values()), 1e-12,
+        agreement(largest(v["max_abs_f_minus_fstar"] for v in det.values()), 1e-12,
                   "exact algebraic construction; float64 round-off on |x| ~ 3 "
                   "(reference: 1e-12)", name="max |f_theta - f*|"),
-        agreement(_worst(v["max_abs_s"] for v in det.values()), 1e-12,
+        agreement(largest(v["max_abs_s"] for v in det.values()), 1e-12,
                   "Lemma B.3 imposes u12 = -U11 dm / 2, so s = 0 up to round-off",
                   name="max |s(theta)|"),
         details=det)
@@ -298,7 +282,7 @@ def check_10():
     prob = lda.config("C1")
     w, b = lda.bayes_score(prob)
     key = stream_key(SEED, "c10")
-    worst_deriv, min_increase = 0.0, np.inf
+    worst_deriv, min_increase = largest(), smallest()
     for i in range(10):
         k = jax.random.split(jax.random.fold_in(key, i), 3)
         a, q, c = _normal(k[0], (2,)), _normal(k[1], (2,)), _normal(k[2])
@@ -307,8 +291,8 @@ def check_10():
         R = lambda eps, h=h: _tensor_risk(prob, lambda x: x @ w + b + eps * h(x), order=60)
         r0 = R(0.0)
         deriv = float(jax.grad(R)(0.0))
-        worst_deriv = _worst(worst_deriv, abs(deriv))
-        min_increase = _least(min_increase, float(R(0.1) - r0), float(R(-0.1) - r0))
+        worst_deriv = largest(worst_deriv, abs(deriv))
+        min_increase = smallest(min_increase, float(R(0.1) - r0), float(R(-0.1) - r0))
     return Outcome(
         agreement(worst_deriv, 1e-10, "reference: the directional derivative at f* "
                   "is <= 1e-10 (GH order 60 on a smooth integrand: error far below)",
@@ -316,7 +300,8 @@ def check_10():
         lower_bound(min_increase, 1e-12, "perturbing f* by eps = +-0.1 must raise the risk by "
                     "more than the GH error of the two risks compared (~1e-15)",
                     name="min risk increase at eps = +-0.1"),
-        details={"min_risk_increase_eps_0.1": min_increase, "max_abs_derivative": worst_deriv})
+        details={"min_risk_increase_eps_0.1": float(min_increase),
+                 "max_abs_derivative": float(worst_deriv)})
 
 
 # ---------------------------------------------------------------- check 11 ------------
@@ -360,7 +345,7 @@ def check_11():
                         "chain_rule": _rel(g_an, chain), "effective_vs_autodiff": _rel(ge, ge_fd)}
 
     def worst(k):
-        return _worst(v[k] for v in det.values())
+        return largest(v[k] for v in det.values())
 
     return Outcome(
         agreement(worst("finite_diff"), 1e-6, "reference: central differences "

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import mpmath
 import numpy as np
 
+from ..comparisons import largest, smallest
 from ..mixture import GaussianMixture
 from ..operators import (
     attention_gates,
@@ -53,7 +54,7 @@ def check_prop21_mc():
     est, se = softmax_attention(x, U, V, z, return_se=True)
     zscores = np.abs(np.asarray(est - closed) / np.asarray(se))
     return Outcome(
-        agreement(float(zscores.max()), 5.0,
+        agreement(largest(zscores), 5.0,
                   "max |closed - MC| / SE over 12 coordinates; P(|N(0,1)| > 5) ~ 6e-7 each "
                   "(reference: within 5 delta-method SEs)",
                   name="max |z| closed form vs Monte Carlo"),
@@ -119,12 +120,12 @@ def check_large_scores():
     W, M, C = (np.asarray(a) for a in (mix.weights, mix.means, mix.covs))
     Un, Vn, Z = np.asarray(U), np.asarray(V), np.asarray(z)
     ref = np.zeros_like(out)
-    max_logit = 0.0
+    max_logit = largest()
     for i, q in enumerate(Z):
         u = Un @ q
         logits = [mpmath.log(W[k]) + mpmath.mpf(float(M[k] @ u))
                   + mpmath.mpf(0.5 * float(u @ C[k] @ u)) for k in range(3)]
-        max_logit = max(max_logit, max(abs(float(v)) for v in logits))
+        max_logit = largest(max_logit, [abs(float(v)) for v in logits])
         ws = [mpmath.exp(v) for v in logits]
         tot = sum(ws)
         expert = [M[k] + C[k] @ u for k in range(3)]
@@ -140,7 +141,7 @@ def check_large_scores():
                     "the check must reach the regime it claims: exp overflows float64 above "
                     "log(DBL_MAX) = 709.78, so the largest |gate logit| must exceed it",
                     name="max |gate logit|"),
-        details={"max_abs_logit": max_logit},
+        details={"max_abs_logit": float(max_logit)},
     )
 
 
@@ -177,7 +178,7 @@ def check_gaussian():
         U, V, z = random_attention(jax.random.fold_in(key, 20 + j), mix, 20, max_quad=2.0)
         direct = (m[0][None] + z @ (cov @ U).T) @ V.T
         errs.append(_rel(softmax_attention_limit(mix, U, V, z), direct))
-    return Outcome(agreement(max(errs), 1e-13, "exact identity; float64 round-off ~100 eps",
+    return Outcome(agreement(largest(errs), 1e-13, "exact identity; float64 round-off ~100 eps",
                              name="relative error vs V(m + Gamma U z)"),
                    details={"full_rank": errs[0], "rank_2_of_4": errs[1]})
 
@@ -242,12 +243,12 @@ def check_propA1():
     sm_ref = softmax_attention(x, U, jnp.eye(x.shape[1]), z)
     kern = np.exp(-scipy.spatial.distance.cdist(np.asarray(z), x, "sqeuclidean") / (2 * 1.3**2))
     rbf, _ = weighted_attention(rbf_score(1.3), x, jnp.ones(x.shape[0]), z)
-    score_err = max(_rel(sm, sm_ref), _rel(rbf, (kern @ x) / kern.sum(1, keepdims=True)))
+    score_err = largest(_rel(sm, sm_ref), _rel(rbf, (kern @ x) / kern.sum(1, keepdims=True)))
     why = "linearity of the integral; float64 sums over 1000 tokens"
     return Outcome(
         agreement(errs["rbf"], 1e-12, why, name="RBF: sum_k r_k T[mu_k] vs pooled"),
         agreement(errs["softmax"], 1e-12, why, name="softmax: sum_k r_k T[mu_k] vs pooled"),
-        agreement(max(rerrs.values()), 1e-12,
+        agreement(largest(rerrs.values()), 1e-12,
                   "r_k from per-component log-normalisers vs summed pooled weights: float64 "
                   "sums over 1000 tokens", name="r_k vs pooled weight shares"),
         agreement(score_err, 1e-12, "the identity above holds for any positive alignment, "
@@ -255,7 +256,7 @@ def check_propA1():
                   "softmax_attention's own estimator, and with rbf_score vs exp(-|z - x|^2 / "
                   "2h^2) from scipy's distances; float64 sums over the tokens",
                   name="scores: weighted attention vs independent weights"),
-        details={**errs, "r_error": rerrs, "score_error": score_err})
+        details={**errs, "r_error": rerrs, "score_error": float(score_err)})
 
 
 @register_check(
@@ -356,13 +357,15 @@ def check_softmax_rate_ess():
         rows.append({"uGu": q, "L_mse": meas, "se": se, "predicted": pred, "ess": ess,
                      "z": abs(meas - pred) / se})
     # the delta-method law is asymptotic in the ESS: compare only the rows with ESS >= 300
-    compared = [r for r in rows if r["ess"] >= ESS_MIN]
+    # (a NaN predicted ESS is neither: it is compared, and its NaN makes the comparison fail)
+    compared = [r for r in rows if not r["ess"] < ESS_MIN]
     excluded = [{**r, "reason": f"predicted ESS {r['ess']:.0f} < {ESS_MIN}: the heavy-tailed "
                  "importance weights are not yet sampled, so the asymptotic variance does not "
                  "apply (README, prompt-convergence finding)"}
                 for r in rows if r["ess"] < ESS_MIN]
-    worst = max((r["z"] for r in compared), default=float("nan"))
-    growth = min(rows[i + 1]["L_mse"] / rows[i]["L_mse"] for i in range(len(rows) - 1))
+    worst = largest(r["z"] if np.isfinite(r["ess"]) else np.nan   # no row compared: FAIL
+                    for r in compared)
+    growth = smallest(rows[i + 1]["L_mse"] / rows[i]["L_mse"] for i in range(len(rows) - 1))
     # the ESS itself, two ways: the empirical ESS (sum w)^2 / sum w^2 of sampled prompts
     # (operators.empirical_ess) against L (E w)^2 / E w^2 from the closed-form tilted moments
     # (operators.effective_sample_size), at u^T Gamma u = 0.5
@@ -392,6 +395,6 @@ def check_softmax_rate_ess():
                  "ess_empirical_se": float(ess_se), "slope": slope, "slope_stderr": stderr,
                  "rms": np.sqrt(mse).tolist(), "L": Ls,
                  "ess_rows_compared": compared, "ess_rows_excluded": excluded,
-                 "worst_ess_z": worst, "gates_sample": np.asarray(
+                 "worst_ess_z": float(worst), "gates_sample": np.asarray(
                      attention_gates(mix, U, z)).tolist()},
     )
