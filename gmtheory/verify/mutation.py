@@ -393,7 +393,7 @@ def _setup() -> None:
 def call_map(only: str | None = None, progress: bool = True) -> dict:
     """Run every check once with every public function counted: ``{"calls": {check:
     {function: calls}}, "seconds": {check: s}, "verdicts": {check: verdict}}``."""
-    from ._registry import run_checks, select_checks
+    from ._registry import results_dir, run_checks, select_checks, set_results_dir
 
     _setup()
     _load_everything()
@@ -401,16 +401,25 @@ def call_map(only: str | None = None, progress: bool = True) -> dict:
     for q in public_functions():
         patch(q, 0.0, counter)
     calls, seconds, verdicts = {}, {}, {}
-    for c in select_checks(only):
-        _clear_caches()
-        counter.clear()
-        (res,) = run_checks([c], progress=False)
-        calls[c.id] = dict(sorted(counter.items()))
-        seconds[c.id] = round(res.seconds, 2)
-        verdicts[c.id] = res.verdict
-        if progress:
-            print(f"map {c.id} {res.verdict} {res.seconds:.1f}s {len(counter)} functions",
-                  file=sys.stderr, flush=True)
+    old = results_dir()
+    # a fresh simulation cache: a check that reads a figure's run computes it here, under
+    # the counters (a cached run would hide the calls made inside the simulation, and a
+    # run cached by other code, or poisoned by an in-process perturbation, would be read)
+    with tempfile.TemporaryDirectory(prefix="gmtheory-callmap-") as fresh:
+        set_results_dir(fresh)
+        try:
+            for c in select_checks(only):
+                _clear_caches()
+                counter.clear()
+                (res,) = run_checks([c], progress=False)
+                calls[c.id] = dict(sorted(counter.items()))
+                seconds[c.id] = round(res.seconds, 2)
+                verdicts[c.id] = res.verdict
+                if progress:
+                    print(f"map {c.id} {res.verdict} {res.seconds:.1f}s {len(counter)} "
+                          "functions", file=sys.stderr, flush=True)
+        finally:
+            set_results_dir(old)
     return {"calls": calls, "seconds": seconds, "verdicts": verdicts}
 
 
