@@ -26,9 +26,27 @@ import numpy as np
 __all__ = ["provenance", "config_key", "save_result", "load_result", "atomic_write_bytes",
            "environment_identity", "files_identity", "git_hash",
            "source_fingerprint", "Fingerprint", "StaleResultWarning", "changed_files",
-           "try_claim", "release_claim", "check_writable"]
+           "try_claim", "release_claim", "check_writable", "mark_perturbed", "perturbed"]
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
+
+# What this process has made wrong on purpose (gmtheory.verify.mutation.patch): a result it
+# computes is marked with it and read back only by a process perturbed the same way, so a
+# NaN injected to test the checks can never reach a clean run through the cache
+_PERTURBED: list[str] = []
+
+
+def mark_perturbed(what: str | None) -> None:
+    """Mark (``what``: e.g. ``"icl.test_error x nan"``) or unmark (``None``) this process as
+    running deliberately perturbed code."""
+    _PERTURBED.clear()
+    if what:
+        _PERTURBED.append(str(what))
+
+
+def perturbed() -> str | None:
+    """The perturbation this process runs under, or ``None``."""
+    return _PERTURBED[0] if _PERTURBED else None
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -333,7 +351,8 @@ def save_result(stem: Path, arrays: dict, meta: dict) -> None:
     buf = io.BytesIO()
     np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
     atomic_write_bytes(stem.with_suffix(".npz"), buf.getvalue())
-    sidecar = {**_jsonable(meta), "provenance": provenance(), "arrays": sorted(arrays)}
+    sidecar = {**_jsonable(meta), "provenance": provenance(), "arrays": sorted(arrays),
+               **({"perturbed": perturbed()} if perturbed() else {})}
     atomic_write_bytes(stem.with_suffix(".json"), json.dumps(sidecar, indent=2).encode())
 
 
@@ -356,6 +375,8 @@ def load_result(stem: Path, key: str, fingerprint: Fingerprint | None = None, *,
     try:
         meta = json.loads(js.read_text())
         if meta.get("key") != key:
+            return None
+        if meta.get("perturbed") != perturbed():     # computed by deliberately wrong code
             return None
         if fingerprint is not None:
             stored = meta.get("fingerprint") or {}

@@ -185,3 +185,23 @@ def test_perturbation_turns_a_check_red(qualname):
         runs.append(mutation._subprocess(qualname, d, checks, timeout=900.0))
     caught = [r for r in runs if r["caught"]]
     assert caught or qualname in mutation.UNCHECKED, (qualname, runs)
+
+
+def test_a_perturbed_process_never_feeds_the_cache(tmp_path):
+    """A result computed while a function is deliberately wrong is marked, and a clean
+    process never reads it back (an in-process NaN injection once poisoned the default
+    results folder, and icl.09 FAILed at delta = 0)."""
+    from gmtheory.cache import load_result, perturbed, save_result
+
+    stem = tmp_path / "r"
+    try:
+        mutation.patch("operators.softmax_attention_limit", float("nan"))
+        assert "softmax_attention_limit" in perturbed()
+        save_result(stem, {"x": np.array([np.nan])}, {"key": "k"})
+        assert load_result(stem, "k") is not None          # the same perturbed process
+    finally:
+        mutation.restore()
+    assert perturbed() is None
+    assert load_result(stem, "k") is None                  # a clean process: a miss
+    save_result(stem, {"x": np.array([1.0])}, {"key": "k"})
+    assert load_result(stem, "k") is not None

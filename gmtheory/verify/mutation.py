@@ -326,10 +326,16 @@ def patch(qualname: str, delta: float, counter: dict | None = None) -> int:
     """Replace ``gmtheory.<qualname>`` by a version whose output is multiplied by
     ``1 + delta`` (with ``counter``, also count its calls under ``qualname``) wherever the
     package holds it; returns the number of references replaced."""
+    from ..cache import mark_perturbed, perturbed
+
     m, name = qualname.split(".", 1)
     mod = importlib.import_module(f"gmtheory.{m}")
     orig = getattr(mod, name)
     new = _wrap(orig, signed_delta(qualname, delta), counter, qualname)
+    if delta:                    # results computed from here on are marked, never reused
+        prev = perturbed()       # by an unperturbed process (gmtheory.cache)
+        mark_perturbed(f"{qualname} x {1.0 + signed_delta(qualname, delta)!r}")
+        _UNDO.append(lambda: mark_perturbed(prev))
     n = 0
     for modname, module in list(sys.modules.items()):
         if not (modname == "gmtheory" or modname.startswith("gmtheory.")) or module is None:
