@@ -30,9 +30,18 @@ ROUND = 1e-12  # float64 slack on bounds that are attained exactly
 REL = 1e-9     # relative slack on the same
 
 
+def _ratio(measured, bound):
+    """``measured / (bound (1 + REL) + ROUND)``, and ``+inf`` where the bound is negative:
+    a bound on an error is >= 0, and the ratio of a negative bound (a sign error) would
+    be negative and pass ``<= 1``."""
+    m, b = np.asarray(measured, float), np.asarray(bound, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(b >= 0, m / (b * (1 + REL) + ROUND), np.inf)
+
+
 def _bound(r):
     """Worst ratio of the measured sup error to its proven bound (plus float64 slack)."""
-    ratio = r["measured"] / (r["bound"] * (1 + REL) + ROUND)
+    ratio = _ratio(r["measured"], r["bound"])
     return upper_bound(largest(ratio), 1.0,
                        "proven bound at every resource value; the slack (relative 1e-9, "
                        "absolute 1e-12) is float64 round-off, for bounds attained exactly "
@@ -46,8 +55,8 @@ def _composed(target):
     computes the same heads' arithmetic; on :data:`SHIFTED` they rescale, and the composed
     bound must still hold at every point and resource value."""
     c = measure_composed(target)
-    ratio = largest(c["measured"] / (c["bound"] * (1 + REL) + ROUND),
-                    c["shifted_measured"] / (c["shifted_bound"] * (1 + REL) + ROUND))
+    ratio = largest(_ratio(c["measured"], c["bound"]),
+                    _ratio(c["shifted_measured"], c["shifted_bound"]))
     comps = (
         agreement(largest(c["same"]), 1e-12,
                   "composed route vs the hand-built construction on its own domain: the "
@@ -152,7 +161,7 @@ def check_interpolation():
                              "slope of sup error vs p-1 (anchor spacing); beta = 20/h^2 keeps "
                              "the exponential tail negligible", name="|slope - (-1)|"),
                    *comps,
-                   upper_bound(largest(aff["measured"] / (aff["bound"] * (1 + REL) + ROUND)),
+                   upper_bound(largest(_ratio(aff["measured"], aff["bound"])),
                                1.0,
                                "d = 3 head for clip(w^T x + t): the scalar head's proved bound "
                                "holds for every y = w^T x + t; float64 slack as above",
@@ -272,7 +281,7 @@ def check_compiled_relu_network():
         seed, d, widths = COMPILED_NETS[int(n)]
         meas, bounds = np.asarray(a["measured"][i]), np.asarray(a["bound"][i])
         eb = np.asarray(a["eps_bound"][i])
-        ratios.append(largest(meas / (bounds * (1 + REL) + ROUND)))
+        ratios.append(largest(_ratio(meas, bounds)))
         eps_ratio.append(largest(eb / np.asarray(eps)))
         shrink.append(eb[e2] / eb[e3])
         fit = fit_loglog(betas[fit_b], bounds[fit_b])
@@ -325,7 +334,7 @@ def check_max_gap():
     for beta in GAP_BETAS:
         err = x.max(1) - np.asarray(A.max_one_head(jnp.asarray(x), beta))
         bound = A.max_one_head_gap_bound(x, beta)
-        ratio = largest(ratio, err / (bound * (1 + REL) + ROUND))
+        ratio = largest(ratio, _ratio(err, bound))
     xs = jnp.asarray(np.array([[1.0] + [1.0 - GAP_DELTA] * (n - 1)]))
     errs = [float(1.0 - A.max_one_head(xs, b)[0]) for b in GAP_SLOPE_BETAS]
     # the error is positive (a softmax average of non-tied scores is below their max); a
@@ -391,7 +400,7 @@ def check_composed_expressions():
         # the sup over the points in NumPy: XLA's CPU max reduction drops a NaN from
         # arrays of a few thousand entries (measured, jax 0.10.2)
         err = largest(jnp.abs(f(x) - f.exact(x)))
-        ratio = largest(ratio, err / (f.bound * (1 + REL) + ROUND))
+        ratio = largest(ratio, _ratio(err, f.bound))
         r = f.resources
         rows.append({"expression": name, "measured": float(err), "bound": f.bound,
                      "range": list(f.range), "heads": r.heads, "layers": r.layers,

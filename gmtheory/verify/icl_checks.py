@@ -18,6 +18,7 @@ from ..stats import bonferroni_t, extrapolate_inverse, mean_se
 from ._registry import (
     Outcome,
     agreement,
+    count,
     experiment,
     lower_bound,
     register_check,
@@ -424,4 +425,10 @@ def check_authors_d10():
         f"{thr:.3f}. Two computations (the authors' sampler and solver, this package's "
         f"exact O(1) statistics sampler and CG ridge solve) must agree: a disagreement is a "
         f"FAIL, not a finding", name="max |z| vs the authors' saved g_task"),
+        count(int(np.sum(~np.isfinite(np.concatenate([
+            np.ravel(row[k]) for k in ("dmmse_gap", "dmmse_gap_se", "theory_g_task_ridgeless",
+                                       "z_dmmse_vs_authors")])))), 0,
+              "the readings reported beside the compared ones (the dMMSE gaps, their SEs "
+              "and z-scores, the ridgeless theory) are finite: a reported NaN is a failure, "
+              "not a number to print", name="non-finite reported values"),
         details=det)

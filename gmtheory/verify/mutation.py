@@ -149,8 +149,6 @@ UNCHECKED: dict[str, str] = {
                                    "is still round-off"),
     "lda.reduced_loss": ("tested only by the coercivity lower bound L(w) >= C1 |w| (Lemma "
                          "B.32), measured 1.45 times the bound; a larger L is still coercive"),
-    "lda.sgd_noise_floor": ("it sets lda.23's eps (floor + 3 sd) and its z test; the Fig. 5 "
-                            "runs sit 0.3 sd from the floor, so 10 % moves neither"),
     "operators.finite_prompt_variance": ("operator.06 compares it with L MSE of 256 prompts "
                                          "within 4 SE; that SE is ~9 % of L MSE, so 10 % is "
                                          "about one SE"),
