@@ -204,8 +204,10 @@ def _break_cell(run) -> str:
 
 
 def _breaks_summary(data) -> list[str]:
+    from .verify.mutation import FLIP_SURVIVES, NO_FLOAT
+
     funcs = data.get("functions", {})
-    called = [q for q, e in funcs.items() if e.get("checks")]
+    called = [q for q, e in funcs.items() if e.get("checks") and q not in NO_FLOAT]
     out = []
     for k, what in (("nan", "NaN"), ("flip", "a sign flip")):
         runs = [funcs[q].get("breaks", {}).get(k) for q in called]
@@ -214,7 +216,14 @@ def _breaks_summary(data) -> list[str]:
         out.append(f"- {what}: {len(caught)} of {len(called)} called functions caught "
                    f"({sum(r['ran'][-1]['verdict'] == 'FAIL' for r in caught)} by a FAIL, "
                    f"{sum(r['ran'][-1]['verdict'] == 'ERROR' for r in caught)} by an ERROR), "
-                   f"{len(done) - len(caught)} not caught, {len(called) - len(done)} not run.")
+                   f"{len(done) - len(caught)} not caught"
+                   + (" (each listed with its reason in `FLIP_REASONS`)" if k == "flip"
+                      and all(q in FLIP_SURVIVES for q in called
+                              if not (funcs[q].get("breaks", {}).get(k) or {}).get("caught"))
+                      else "")
+                   + f", {len(called) - len(done)} not run.")
+    out.append("- Not broken (no floating-point output): "
+               + ", ".join(f"`{q}`" for q in sorted(NO_FLOAT)) + ".")
     fp = (data.get("map") or {}).get("fingerprint")
     out.append(f"- Call map fingerprint: `{fp['digest']}`." if fp else
                "- The call map has no fingerprint (measured before issue 41).")
