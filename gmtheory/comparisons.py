@@ -73,13 +73,13 @@ class Comparison:
         what = self.name or {"agreement": "discrepancy", "count": "count"}.get(self.kind,
                                                                               "measured")
         op = {"agreement": "<=", "upper_bound": "<=", "lower_bound": ">=", "count": "=="}
-        t = f"{self.threshold:g}" if self.kind != "count" else f"{int(self.threshold)}"
+        t = f"{_int(self.threshold)}" if self.kind == "count" else f"{self.threshold:g}"
         return f"{what} {op[self.kind]} {t}"
 
     def describe(self) -> str:
-        m = f"{self.measured:.3g}" if self.kind != "count" else f"{int(self.measured)}"
+        m = f"{_int(self.measured)}" if self.kind == "count" else f"{self.measured:.3g}"
         if self.kind == "count":
-            return f"{self.name or 'count'}: expected {int(self.threshold)}, got {m}"
+            return f"{self.name or 'count'}: expected {_int(self.threshold)}, got {m}"
         return f"{self.expectation()}: measured {m}"
 
 
@@ -102,12 +102,17 @@ def lower_bound(measured, bound, why, *, name="", finding=None, cases=None) -> C
 
 def count(got, expected, why, *, name="", finding=None) -> Comparison:
     """An exact integer equality: ``got == expected``."""
+    if not (math.isfinite(float(got)) and math.isfinite(float(expected))):
+        return Comparison("count", float(got), float(expected), why, name, finding)  # fails
     for arg, v in (("got", got), ("expected", expected)):
-        if not math.isfinite(float(v)):
-            return Comparison("count", float("nan"), 0, why, name, finding)
         if float(v) != int(v):
             raise ValueError(f"count: {arg} must be an integer, got {v}.")
     return Comparison("count", int(got), int(expected), why, name, finding)
+
+
+def _int(v: float) -> str:
+    """A count as an integer, or as it is when it is not finite (NaN, inf)."""
+    return f"{int(v)}" if math.isfinite(v) else f"{v}"
 
 
 class Aggregate(float):

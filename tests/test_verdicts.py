@@ -32,6 +32,8 @@ def test_count_with_a_non_finite_value_fails(bad):
     assert C.count(3, 3, "ok").holds()
     assert not C.count(bad, 3, "bad got").holds()
     assert not C.count(3, bad, "bad expected").holds()
+    c = C.count(bad, 3, "bad got", name="n")
+    assert c.threshold == 3 and str(bad) in c.describe() and "3" in c.expectation()
 
 
 def test_worst_case_keeps_nan_and_counts_cases():

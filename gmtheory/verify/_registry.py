@@ -269,7 +269,7 @@ _OPS = {"agreement": "<=", "upper_bound": "<=", "lower_bound": ">=", "count": "=
 
 
 def _fmt(v: float, kind: str) -> str:
-    if kind == "count" and not math.isnan(v):
+    if kind == "count" and math.isfinite(v):
         return f"{int(v)}"
     return f"{v:.3g}"
 

@@ -16,8 +16,7 @@ from scipy.stats import norm
 from .. import lda, stats
 from ..comparisons import largest, smallest
 from ..problems import stream_key
-from ..simulations import lda_sims
-from ..simulations._base import get_simulation, load_profile
+from ..simulations import get_simulation, lda_sims, load_profile
 from ._registry import (
     Outcome,
     agreement,
@@ -330,7 +329,7 @@ _FIG4_NOTE = (
 
 
 # The tolerance of the noise-floor comparison, fixed before it ran: both sides start from
-# the same Hessian (lda.hessian, checked against finite differences by lda.10) and differ in
+# the same Hessian (lda.hessian, checked against an autodiff Hessian by lda.14) and differ in
 # how they solve for the stationary excess (eigen formula vs SciPy's Lyapunov solver), both
 # backward stable: float64 round-off amplified by the spread of the kept eigenvalues
 # (<= 1e9), weighted by those eigenvalues in the trace, so far below 1e-6 relative.
