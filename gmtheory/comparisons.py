@@ -8,6 +8,14 @@ explore`` (gmtheory/regimes/), kept in the library so that both use one definiti
 * ``lower_bound`` — a measured quantity above a bound: ``measured >= bound``;
 * ``count`` — an exact integer: ``got == expected``.
 
+An agreement between a simulation and a theory value is built with :func:`equivalence`,
+which decides equality with power: the worst case of ``(|estimate - theory| + t SE) /
+scale`` must be at most ``tol``, fixed from the claim before the run, and the noise alone,
+``t SE / scale``, at most ``tol / 2``; a comparison too noisy to decide does not hold.  It
+records its **resolution**, the smallest relative error in the theory value that it is
+sure to detect (see :func:`equivalence`); a deterministic relative agreement records
+``tol + measured`` (``relative=True``).
+
 Each carries the reason for its threshold, set before the result was seen.  An
 :class:`Outcome` is PASS when every comparison holds, FINDING when the only failures test
 a claim printed in a paper (``finding=``), FAIL otherwise.
@@ -25,10 +33,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["KINDS", "Comparison", "Outcome", "agreement", "upper_bound", "lower_bound",
-           "count", "Aggregate", "largest", "smallest"]
+__all__ = ["KINDS", "IDENTITY_TOL", "Comparison", "Outcome", "agreement", "equivalence",
+           "upper_bound", "lower_bound", "count", "Aggregate", "largest", "smallest", "resolution"]
 
 KINDS = ("agreement", "upper_bound", "lower_bound", "count")
+
+# The tolerance of an identity (a closed form against a simulation of the same quantity)
+# checked by Monte Carlo, relative to the theory value's scale.  Any passing equivalence
+# has d + n <= tol, so its resolution (tol - n + d) is at most 2 tol: 1 % guarantees the
+# 2 % resolution that the perturbation test asks of a value a figure draws.
+IDENTITY_TOL = 0.01
 
 
 @dataclass
@@ -43,6 +57,8 @@ class Comparison:
     name: str = ""
     finding: str | None = None  # the printed paper claim; a failure is then a FINDING
     cases: int | None = None    # how many cases a worst case covered (None: one value)
+    power: float | None = None  # equivalence: worst t SE / scale; must be <= threshold / 2
+    resolution: float | None = None  # smallest relative error in the theory value detected
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -53,14 +69,21 @@ class Comparison:
             self.cases = int(self.cases)
         self.measured = float(self.measured)
         self.threshold = float(self.threshold)
+        for f in ("power", "resolution"):
+            if getattr(self, f) is not None:
+                setattr(self, f, float(getattr(self, f)))
 
     def holds(self) -> bool:
         """Whether the comparison holds; never for a NaN or an infinite measured value or
-        threshold, nor for a worst case over zero cases."""
+        threshold, nor for a worst case over zero cases, nor for an equivalence whose noise
+        alone (``power``, t SE / scale) exceeds half its tolerance."""
         m, t = self.measured, self.threshold
         if not (math.isfinite(m) and math.isfinite(t)):
             return False
         if self.cases is not None and self.cases < 1:
+            return False
+        if self.power is not None and not (math.isfinite(self.power)
+                                           and self.power <= t / 2):
             return False
         if self.kind in ("agreement", "upper_bound"):
             return m <= t
@@ -74,20 +97,70 @@ class Comparison:
                                                                               "measured")
         op = {"agreement": "<=", "upper_bound": "<=", "lower_bound": ">=", "count": "=="}
         t = f"{_int(self.threshold)}" if self.kind == "count" else f"{self.threshold:g}"
-        return f"{what} {op[self.kind]} {t}"
+        power = "" if self.power is None else f" and t SE <= {self.threshold / 2:g}"
+        return f"{what} {op[self.kind]} {t}{power}"
 
     def describe(self) -> str:
         m = f"{_int(self.measured)}" if self.kind == "count" else f"{self.measured:.3g}"
         if self.kind == "count":
             return f"{self.name or 'count'}: expected {_int(self.threshold)}, got {m}"
-        return f"{self.expectation()}: measured {m}"
+        power = "" if self.power is None else f" (t SE {self.power:.3g})"
+        return f"{self.expectation()}: measured {m}{power}"
 
 
 def agreement(discrepancy, tolerance, why, *, name="", finding=None,
-              cases=None) -> Comparison:
+              cases=None, relative=False) -> Comparison:
     """Two independent computations agree: ``discrepancy <= tolerance``.  ``cases``: how
-    many cases a worst-case discrepancy covers (taken from an :class:`Aggregate`)."""
-    return Comparison("agreement", discrepancy, tolerance, why, name, finding, cases)
+    many cases a worst-case discrepancy covers (taken from an :class:`Aggregate`).
+    ``relative=True`` says the discrepancy is a relative error in the theory value, so the
+    comparison detects any relative error above ``tolerance + discrepancy`` (its
+    resolution).  Between a simulation and a theory value, use :func:`equivalence`."""
+    res = None
+    if relative:
+        res = float(tolerance) + abs(float(discrepancy))
+    return Comparison("agreement", discrepancy, tolerance, why, name, finding, cases,
+                      resolution=res)
+
+
+def equivalence(estimate, theory, se, tol, why, *, t, scale=None, name="",
+                finding=None) -> Comparison:
+    """A simulated ``estimate`` (standard error ``se``) equals a ``theory`` value within a
+    relative tolerance ``tol``, decided with power (arrays broadcast; each element is one
+    case).  With ``s = scale`` (default ``|theory|``), per case ``d = |estimate - theory| /
+    s`` and ``n = t se / s``:
+
+    * measured: the worst ``d + n`` (the equivalence form), compared with ``tol``;
+    * power: the worst ``n``, which must be at most ``tol / 2`` (a check too noisy to
+      decide does not pass);
+    * resolution: the smallest relative error in the theory value that the comparison is
+      sure to detect, ``min over cases (tol - n + d) s / |theory|``: a theory value wrong
+      by more than that moves some case's ``d + n`` above ``tol`` whatever the sign.
+
+    ``tol`` comes from the claim, ``t`` from the number of cases (e.g.
+    :func:`gmtheory.stats.bonferroni_z`), both fixed before the run.  Pass ``scale`` (for
+    example a vector's largest entry) where single entries of the theory value may be near
+    zero.  A NaN anywhere makes the comparison fail."""
+    import numpy as np
+
+    est, th, se = (np.asarray(v, dtype=float) for v in (estimate, theory, se))
+    sc = np.abs(th) if scale is None else np.asarray(scale, dtype=float)
+    est, th, se, sc = np.broadcast_arrays(est, th, se, sc)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.abs(est - th) / sc
+        n = float(t) * se / sc
+        bad = ~(se >= 0) | ~(sc > 0)           # a negative or NaN SE, a zero scale: NaN
+        d = np.where(bad, np.nan, d)
+        res = (float(tol) - n + d) * sc / np.abs(th)
+    return Comparison("agreement", largest(d + n), tol, why, name, finding,
+                      power=largest(n), resolution=smallest(res))
+
+
+def resolution(comparisons) -> float | None:
+    """A check's resolution: the largest resolution of its comparisons that state one (a
+    relative error above it in any theory value the check compares turns it FAIL), or None
+    when none states one."""
+    rs = [c.resolution for c in comparisons if c.resolution is not None]
+    return float(largest(rs)) if rs else None
 
 
 def upper_bound(measured, bound, why, *, name="", finding=None, cases=None) -> Comparison:

@@ -583,6 +583,8 @@ def _quick_figure(d, trials, draws, seed, tol):
             (a - b["gtask_mean"]) / np.hypot(s, b["gtask_std"] / np.sqrt(b["numavg"]))
             for a, s, b in zip(ours, se, theirs, strict=True)]
         row.update({"authors_g_task": [b["gtask_mean"] for b in ext["gamma"]],
+                    "authors_g_task_se": [b["gtask_std"] / np.sqrt(b["numavg"])
+                                          for b in ext["gamma"]],
                     "authors_dmmse_gap": [b["gtask_mean"] for b in ext["dmmse"]],
                     "z_vs_authors": zs(g, g_se, ext["gamma"]),
                     "z_dmmse_vs_authors": zs(dm, dm_se, ext["dmmse"])})

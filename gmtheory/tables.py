@@ -52,7 +52,18 @@ CHECKS_INTRO = (
     "threshold is NaN or infinite never holds, whatever its kind; a worst case over many "
     "cases is taken with `gmtheory.comparisons.largest`/`smallest`, which keep a NaN and "
     "count the cases (`--verbose` and `checks.json` show the count), and a worst case "
-    "over no case fails. Python's `max(0.0, nan)` is `0.0`, `np.nanmax` skips NaN, and "
+    "over no case fails. A claim that a simulation equals a theory value (or the authors' "
+    "numbers) is decided with power, in the equivalence form of "
+    "`gmtheory.comparisons.equivalence`: the worst (|diff| + t SE) / scale must be at most "
+    "a tolerance fixed from the claim, and the noise alone, t SE / scale, at most half of it, "
+    "so a check too noisy to decide does not pass; an identity checked by Monte Carlo uses "
+    "1 % (`IDENTITY_TOL`). Each such comparison states its **resolution**: the smallest "
+    "relative error in the theory value that it is sure to detect, (tol - t SE + |diff|) x "
+    "scale / |theory| at its best case; a deterministic relative agreement states tol + "
+    "|diff|. The table's resolution column is the largest one a check states (from the "
+    "last `gmtheory verify` run, `docs/measured/checks.json`); a dash: the check states "
+    "none (bounds, counts, absolute agreements), or it still tests |diff| against t SE "
+    "(the ICL checks of issue 42). Python's `max(0.0, nan)` is `0.0`, `np.nanmax` skips NaN, and "
     "XLA:CPU's `jnp.max` drops a NaN from an array of 4096 or more elements (measured with "
     "jax 0.10.2), so the check modules use none of them on measured values "
     "(`tests/test_verdicts.py` scans for them). `gmtheory verify` exits 0 on PASS and "
@@ -90,6 +101,10 @@ def checks_report(results, *, links: bool = False) -> list[str]:
         for i, c in enumerate(r.comparisons):
             m = (f"{int(c['measured'])}" if c["kind"] == "count"
                  else f"{c['measured']:.3g}")
+            if c.get("power") is not None:
+                m += f", t SE {c['power']:.3g}"
+            if c.get("resolution") is not None:
+                m += f", resolution {c['resolution']:.2g}"
             head = f"{c['kind']}: {cell(c['expectation'])}, measured {m}" + (
                 "" if c.get("holds") else " (**not met**)")
             if i == r.headline:
@@ -251,13 +266,20 @@ def checks_page() -> str:
     return CHECKS_INTRO + checks_table()
 
 
-def checks_table() -> str:
-    """Markdown table of every registered check."""
-    from .verify import all_checks
+def checks_table(path=REPORT_JSON) -> str:
+    """Markdown table of every registered check, with the resolution that the last
+    recorded run (``path``) measured for it."""
+    from .verify import all_checks, read_json
 
-    rows = ["| check | claim | reference |", "|---|---|---|"]
+    res = {}
+    if Path(path).exists():
+        res = {r.id: r.resolution for r in read_json(path)}
+    rows = ["| check | claim | reference | resolution |", "|---|---|---|---|"]
     for c in all_checks():
-        rows.append(f"| `{c.id}` | {_cell(c.claim)} | {reference_links(c.reference)} |")
+        r = res.get(c.id)
+        cell = "—" if r is None else f"{r:.2g}"
+        rows.append(f"| `{c.id}` | {_cell(c.claim)} | {reference_links(c.reference)} | "
+                    f"{cell} |")
     return "\n".join(rows) + "\n"
 
 

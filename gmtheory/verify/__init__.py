@@ -1,8 +1,8 @@
 """``gmtheory verify``: named checks comparing independent computations.
 
 A check returns an :class:`Outcome` made of comparisons of declared kinds
-(:func:`agreement`, :func:`upper_bound`, :func:`lower_bound`, :func:`count`); its verdict
-is PASS, FINDING or FAIL (see :mod:`gmtheory.verify._registry`).
+(:func:`agreement`, :func:`equivalence`, :func:`upper_bound`, :func:`lower_bound`,
+:func:`count`); its verdict is PASS, FINDING or FAIL (see :mod:`gmtheory.verify._registry`).
 """
 
 from ._registry import (
@@ -16,6 +16,7 @@ from ._registry import (
     agreement,
     all_checks,
     count,
+    equivalence,
     experiment,
     experiment_stem,
     format_table,
@@ -34,5 +35,6 @@ from ._registry import (
 
 __all__ = ["CHECKS", "EXPERIMENTS", "experiment", "experiment_stem", "results_dir",
            "set_results_dir", "KINDS", "Check", "CheckResult", "Comparison", "Outcome", "agreement",
-           "all_checks", "count", "format_table", "lower_bound", "read_json", "register_check",
+           "equivalence", "all_checks", "count", "format_table", "lower_bound", "read_json",
+           "register_check",
            "rel_error", "run_checks", "select_checks", "summary_line", "upper_bound", "write_json"]

@@ -42,7 +42,8 @@ from tqdm.auto import tqdm
 __all__ = ["Check", "Outcome", "Comparison", "CheckResult", "register_check", "CHECKS",
            "EXPERIMENTS", "experiment", "experiment_stem", "results_dir", "set_results_dir",
            "all_checks", "summary_line", "run_checks", "select_checks", "format_table",
-           "agreement", "upper_bound", "lower_bound", "count", "KINDS", "rel_error",
+           "agreement", "equivalence", "upper_bound", "lower_bound", "count", "KINDS",
+           "rel_error",
            "write_json", "read_json"]
 
 from ..comparisons import (  # noqa: F401  (re-exported: the checks build them from here)
@@ -51,7 +52,9 @@ from ..comparisons import (  # noqa: F401  (re-exported: the checks build them f
     Outcome,
     agreement,
     count,
+    equivalence,
     lower_bound,
+    resolution,
     upper_bound,
 )
 
@@ -82,6 +85,7 @@ class CheckResult:
     compiles: dict = field(default_factory=dict)  # gmtheory.profiling.CompileStats.as_dict
     headline: int = 0            # index in comparisons of the headline comparison
     headline_name: str = ""      # its name or kind
+    resolution: float | None = None  # smallest relative error in a theory value it detects
 
     @property
     def failing(self) -> list:
@@ -212,7 +216,7 @@ def _result(c: Check, o: Outcome, seconds: float) -> CheckResult:
         head.why, [{**asdict(x), "holds": x.holds(), "expectation": x.expectation()}
                    for x in o.comparisons],
         findings, seconds, _plain(o.details), headline=h,
-        headline_name=head.name or head.kind)
+        headline_name=head.name or head.kind, resolution=resolution(o.comparisons))
 
 
 def run_checks(checks: list[Check], *, progress: bool = True) -> list[CheckResult]:
@@ -297,10 +301,15 @@ def format_table(results: list[CheckResult], verbose: bool = False) -> str:
         if verbose:
             for c in r.comparisons:
                 mark = "ok  " if c.get("holds") else "FAIL"
-                n = c.get("cases")
+                n, p, res = c.get("cases"), c.get("power"), c.get("resolution")
                 lines.append(f"    {mark} {c['kind']:<12} {c['expectation']}: measured "
                              f"{_fmt(c['measured'], c['kind'])}"
-                             + (f" (worst of {n} cases)" if n is not None else ""))
+                             + (f", t SE {p:.3g}" if p is not None else "")
+                             + (f" (worst of {n} cases)" if n is not None else "")
+                             + (f"; resolution {res:.2g}" if res is not None else ""))
+            if r.resolution is not None:
+                lines.append(f"    resolution {r.resolution:.2g}: a relative error above it in "
+                             "any theory value compared here turns this check FAIL")
     finds = [r for r in results if r.verdict == "FINDING"]
     if finds:
         lines.append("")

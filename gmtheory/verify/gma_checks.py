@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import gma
 from .._xla import jit_long
-from ..comparisons import largest, smallest
+from ..comparisons import IDENTITY_TOL, equivalence, largest, smallest
 from ..gma_analysis import (
     PROMPT_FORMS,
     finite_prompt_outputs,
@@ -43,7 +43,12 @@ SEED = 14
 ORDER, ORDER_LOW = 150, 100     # Gauss-Hermite orders (d = 2: 22500 nodes per component)
 MC_N = 1_000_000
 LS = (32, 128, 512, 2048, 8192)
-REPS = 128
+REPS = 256                      # power: t SE of the slope ~0.042 <= SLOPE_TOL / 2
+SLOPE_TOL = 0.1                 # the reference's slope window [-0.6, -0.4]
+# L E|error|^2 is heavy-tailed (per-prompt relative SD ~1.5): with 256 prompts its t SE is
+# ~1/3 of the constant, so this comparison resolves a factor, not percents; the slope and
+# the moments are the precise parts of the check
+DELTA_TOL = 1.0
 
 
 def _problem():
@@ -93,7 +98,8 @@ def _explicit_limit(params, mix, q, order):
     "unfused, fused and causal forms in turn) converges to its infinite-prompt limit "
     "r(q)^T E[r(x) v^T] / r(q)^T E[r(x)] (moments by Gauss-Hermite quadrature = Monte "
     "Carlo; the limit routed independently of the layer) at the L^-1/2 rate, with "
-    "L E|error|^2 equal to the delta-method constant at every L.",
+    "L E|error|^2 equal to the delta-method constant at every L (to a factor: a heavy-"
+    "tailed second moment of 256 prompts).",
     "docs/topics/gma.md#the-infinite-prompt-limit-and-check-gma01",
 )
 def check_infinite_prompt_limit():
@@ -102,11 +108,15 @@ def check_infinite_prompt_limit():
     quad_low = limit_moments(params, mix, order=ORDER_LOW)
     mc, mc_se = limit_moments_mc(params, mix, stream_key(SEED, "gma01-mc"), MC_N,
                                  batch=250_000)
-    # quadrature error estimated a posteriori by the change from order 100 to 150
-    zs = [np.abs(np.asarray(a - b)) / np.sqrt(np.asarray(s) ** 2 + np.asarray(a - c) ** 2)
-          for a, b, s, c in zip(quad, mc, mc_se, quad_low, strict=True)]
-    z_moments = largest(zs)
-    m_moments = int(sum(z.size for z in zs))
+    # quadrature error estimated a posteriori by the change from order 100 to 150, added
+    # to the Monte Carlo SE in quadrature; each moment array on the scale of its largest
+    # entry (an entry may be near zero)
+    m_moments = int(sum(np.size(a) for a in quad))
+    t_mom = bonferroni_z(m_moments, 0.01)
+    flat = lambda arrays: np.concatenate([np.ravel(np.asarray(a)) for a in arrays])
+    mom_scale = flat(np.full(np.shape(a), np.max(np.abs(np.asarray(a)))) for a in quad)
+    mom_se = flat(np.sqrt(np.asarray(s) ** 2 + np.asarray(a - c) ** 2)
+                  for a, s, c in zip(quad, mc_se, quad_low, strict=True))
     quad_change = float(largest(np.abs(np.asarray(a - c)) for a, c in
                                 zip(quad, quad_low, strict=True)))
     limit_routes = prompt_limit(params, q, quad)
@@ -128,26 +138,30 @@ def check_infinite_prompt_limit():
         lmse.append(m)
         lse.append(se)
     lmse, lse = np.array(lmse), np.array(lse)
-    z_delta = np.abs(lmse - pred[None]) / lse
     fit = fit_loglog(LS, rms)
     t_slope = bonferroni_t(1, fit.n - 2, 0.01)
+    t_delta = bonferroni_z(lmse.size, 0.01)
     return Outcome(
-        agreement(abs(fit.slope + 0.5), t_slope * fit.stderr,
-                  f"fitted log-log slope of the RMS error over L = {LS[0]}..{LS[-1]} "
-                  f"({REPS} prompts x 3 queries each) against -1/2 (CLT of the "
-                  f"self-normalised estimator); tolerance = t({fit.n - 2} dof, two-sided "
-                  f"1 %) = {t_slope:.2f} x the slope's standard error",
-                  name="|slope + 1/2|"),
-        agreement(z_moments, bonferroni_z(m_moments, 0.01),
-                  f"max over the {m_moments} entries of E[r v^T], E[r] of |quadrature (order "
-                  f"{ORDER}) - Monte Carlo ({MC_N:.0e} tokens)| / sqrt(MC SE^2 + quadrature "
-                  f"change from order {ORDER_LOW} to {ORDER}); Bonferroni 1 % threshold",
-                  name="max |z| quadrature vs Monte Carlo moments"),
-        agreement(largest(z_delta), bonferroni_z(z_delta.size, 0.01),
-                  f"max over {len(LS)} L x 3 queries of |L E|o_L - o|^2 - delta-method "
-                  f"constant| / SE ({REPS} prompts); the weights r(q).r(x) lie in [0, 1], so "
-                  "the delta method applies at every L; Bonferroni 1 % threshold",
-                  name="max |z| of L*MSE vs delta method"),
+        equivalence(fit.slope, -0.5, fit.stderr, SLOPE_TOL,
+                    f"fitted log-log slope of the RMS error over L = {LS[0]}..{LS[-1]} "
+                    f"({REPS} prompts x 3 queries each) against -1/2 (CLT of the "
+                    f"self-normalised estimator): |slope + 1/2| + t SE <= {SLOPE_TOL:g} (the "
+                    f"reference's [-0.6, -0.4] window), t = t({fit.n - 2} dof, two-sided 1 %)"
+                    f" = {t_slope:.2f}", t=t_slope, scale=1.0,
+                    name="|slope + 1/2| + t SE"),
+        equivalence(flat(mc), flat(quad), mom_se, IDENTITY_TOL,
+                    f"each of the {m_moments} entries of E[r v^T], E[r]: (|quadrature (order "
+                    f"{ORDER}) - Monte Carlo ({MC_N:.0e} tokens)| + t sqrt(MC SE^2 + "
+                    f"quadrature change from order {ORDER_LOW} to {ORDER}^2)) / (the largest "
+                    f"entry of its array) <= {IDENTITY_TOL:g}, t = {t_mom:.2f} (Bonferroni, 1 "
+                    "% family-wise)", t=t_mom, scale=mom_scale,
+                    name="quadrature vs Monte Carlo moments: (|diff| + t SE) / scale"),
+        equivalence(lmse, pred[None], lse, DELTA_TOL,
+                    f"each of {len(LS)} L x 3 queries: (|L E|o_L - o|^2 - delta-method "
+                    f"constant| + t SE) / constant <= {DELTA_TOL:g} ({REPS} prompts; the "
+                    "weights r(q).r(x) lie in [0, 1], so the delta method applies at every L "
+                    f"up to O(1/L) terms), t = {t_delta:.2f} (Bonferroni, 1 % family-wise)",
+                    t=t_delta, name="L*MSE vs delta method: (|diff| + t SE) / constant"),
         agreement(routing, 1e-10, "the limit through gma.routes (gma_analysis.prompt_limit) "
                   "against the limit with responsibilities written from the densities, same "
                   f"order-{ORDER} nodes: float64 round-off of sums of O(1) terms",
@@ -159,7 +173,8 @@ def check_infinite_prompt_limit():
                  "rms": rms, "L_mse": lmse.tolist(), "L_mse_se": lse.tolist(),
                  "delta_method": pred.tolist(), "limit_quadrature": np.asarray(limit).tolist(),
                  "limit_monte_carlo": np.asarray(limit_mc).tolist(),
-                 "quadrature_change_100_150": quad_change, "z_moments": float(z_moments)},
+                 "quadrature_change_100_150": quad_change,
+},
     )
 
 

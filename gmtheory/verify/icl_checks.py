@@ -12,9 +12,9 @@ import numpy as np
 
 from .. import hermite, icl
 from .._xla import jit_long
-from ..comparisons import largest, smallest
+from ..comparisons import IDENTITY_TOL, equivalence, largest, smallest
 from ..problems import stream_key
-from ..stats import bonferroni_t, extrapolate_inverse, mean_se
+from ..stats import bonferroni_t, bonferroni_z, extrapolate_inverse, mean_se
 from ._registry import (
     Outcome,
     agreement,
@@ -136,9 +136,15 @@ def check_limits():
         details=det)
 
 
-def _prompts_mc(key, Gamma, d, ell, rho, n, f=None, pool=None):
-    """Monte Carlo of the test error of Gamma on n sampled prompts (O(l d) each, direct)."""
-    m, se = mean_se(np.asarray(_prompt_sq_errors(key, Gamma, rho, pool, d=d, ell=ell, n=n, f=f)))
+def _prompts_mc(key, Gamma, d, ell, rho, n, f=None, pool=None, chunk=400_000):
+    """Monte Carlo of the test error of Gamma on n sampled prompts (O(l d) each, direct),
+    in chunks of ``chunk`` prompts (one compiled program, bounded memory)."""
+    if n % chunk:
+        raise ValueError(f"n: must be a multiple of chunk = {chunk}, got {n}.")
+    e = np.concatenate([np.asarray(_prompt_sq_errors(jax.random.fold_in(key, i), Gamma, rho,
+                                                     pool, d=d, ell=ell, n=chunk, f=f))
+                        for i in range(n // chunk)])
+    m, se = mean_se(e)
     return float(m), float(se)
 
 
@@ -165,12 +171,17 @@ def _moments(f, kinks, rho):
     return hermite.label_moments(f, rho, kinks=kinks)
 
 
+# icl.03: the relative SE of the test error is ~0.3 % at 4e5 prompts, so t SE ~0.9 %; 2e6
+# give ~0.4 %, the power for IDENTITY_TOL
+MC03_PROMPTS = 2_000_000
+
+
 @register_check(
     "icl.03-exact-error-vs-monte-carlo",
     "The exact finite-d test error e(Gamma) (and its nonlinear form for y = ReLU(z) + eps) of "
     "random Gamma equals a Monte Carlo over sampled prompts (ICL test with sphere tasks, IDG "
-    "test) within 5 SE; the nonlinear "
-    "formula with f(z) = z reduces to the linear one.",
+    "test): |exact - MC| + t SE within 1 % of the exact value; the nonlinear formula with "
+    "f(z) = z reduces to the linear one.",
     "docs/topics/icl.md#exact-test-error-of-a-fixed-gamma; "
     "docs/topics/icl.md#the-nonlinearity-noise-equivalence",
 )
@@ -184,20 +195,25 @@ def check_exact_error():
     mom = _moments(lambda z: np.maximum(z, 0.0), (0.0,), rho)
     lin = {"c1": 1.0, "m2": 1 + rho, "Ey2z2": 3 + rho, "Ey3z": 3 * (1 + rho),
            "Ey4": 3 * (1 + rho) ** 2}
-    det, zs = {}, []
+    det, ex, mcs, ses = {}, [], [], []
     cases = {"linear_icl": (None, None, float(icl.test_error(Gamma, ell, rho))),
              "linear_idg": (None, pool, float(icl.test_error(Gamma, ell, rho, mu, R))),
              "relu_icl": (relu, None, float(icl.test_error_nonlinear(Gamma, ell, mom)))}
     for i, (name, (f, pl, exact)) in enumerate(cases.items()):
-        m, se = _prompts_mc(jax.random.fold_in(key, 10 + i), Gamma, d, ell, rho, 400_000, f, pl)
+        m, se = _prompts_mc(jax.random.fold_in(key, 10 + i), Gamma, d, ell, rho, MC03_PROMPTS,
+                            f, pl)
         det[name] = {"exact": exact, "mc": m, "se": se, "z": (m - exact) / se}
-        zs.append(abs((m - exact) / se))
+        ex.append(exact), mcs.append(m), ses.append(se)
+    t = bonferroni_z(len(ex))
     red = abs(float(icl.test_error_nonlinear(Gamma, ell, lin, mu, R)
                     - icl.test_error(Gamma, ell, rho, mu, R)))
     det["nonlinear_formula_with_f_identity"] = red
     return Outcome(
-        agreement(largest(zs), 5.0, "z-scores of 4e5-prompt Monte Carlo (P(|N(0,1)| > 5) ~ 6e-7 "
-                  "each, three cases)", name="max |z| exact vs Monte Carlo"),
+        equivalence(mcs, ex, ses, IDENTITY_TOL,
+                    f"an identity checked by Monte Carlo ({MC03_PROMPTS:.1e} prompts per case, "
+                    f"three cases): (|MC - exact| + t SE) / exact <= 1 %, t = {t:.2f} "
+                    "(Bonferroni, 1 % family-wise)", t=t,
+                    name="(|MC - exact| + t SE) / exact"),
         agreement(red, 1e-12, "the nonlinear formula with f(z) = z is the linear one: exact "
                   "algebra, float64 round-off", name="|nonlinear(f = id) - linear|"),
         details=det)
@@ -399,11 +415,16 @@ def check_c1_zero():
         name="max |sim / (m2 tau/(tau-1) or m2/(1-tau)) - 1|(d -> inf) / SE"), details=det)
 
 
+# icl.07: the tolerance the authors' 20 saved trials can decide (t SE ~20 % of the peak)
+AUTHORS07_TOL = 0.5
+
+
 @register_check(
     "icl.07-authors-quick-figure-d10",
     "Rerunning the authors' quick-figure protocol at d = 10 (12 kappa, alpha = tau = 10, "
-    "rho = 0.01, lambda = 1e-6, 20 trials) reproduces their saved g_task means within the "
-    "combined standard errors (shipped data, Lu et al. 2025).",
+    "rho = 0.01, lambda = 1e-6, 20 trials) reproduces their saved g_task means: |diff| + t "
+    "SE within half the curve's peak, all their 20 trials can resolve (shipped data, Lu et "
+    "al. 2025).",
     "docs/topics/icl.md#the-authors-quick-figure",
 )
 def check_authors_d10():
@@ -413,18 +434,24 @@ def check_authors_d10():
     # Bonferroni over the 12 kappas, two-sided, family-wise 5%; the SEs are estimated from
     # 20 trials on each side, so Student t with the conservative Welch dof n_min - 1 = 19
     thr = bonferroni_t(m, trials - 1, alpha)
+    ours, theirs = np.asarray(row["g_task"]), np.asarray(row["authors_g_task"])
+    se = np.hypot(row["g_task_se"], row["authors_g_task_se"])
+    scale = float(np.max(np.abs(theirs)))       # the curve's peak (g_task -> 0 at large kappa)
     det = {"kappas": list(icl.QUICK_FIGURE["kappas"]), "g_task": row["g_task"],
-           "authors": row["authors_g_task"], "z": row["z_vs_authors"],
-           "dmmse_z": row["z_dmmse_vs_authors"], "threshold": thr,
+           "authors": row["authors_g_task"], "combined_se": se, "z": row["z_vs_authors"],
+           "dmmse_z": row["z_dmmse_vs_authors"], "t": thr,
            "note": "dMMSE errors are heavy-tailed (the authors' std is ~2 for means ~1), so "
                    "their z-scores are reported but not tested"}
-    return Outcome(agreement(
-        largest(z), thr,
-        f"max |z| over {m} kappas against the two-sided {alpha:.0%} Bonferroni bound for {m} "
-        f"comparisons with {trials}-trial standard errors (Student t, {trials - 1} dof): "
-        f"{thr:.3f}. Two computations (the authors' sampler and solver, this package's "
-        f"exact O(1) statistics sampler and CG ridge solve) must agree: a disagreement is a "
-        f"FAIL, not a finding", name="max |z| vs the authors' saved g_task"),
+    return Outcome(equivalence(
+        ours, theirs, se, AUTHORS07_TOL,
+        f"each of {m} kappas: (|ours - the authors' mean| + t combined SE) / (the curve's peak "
+        f"{scale:.3g}) <= {AUTHORS07_TOL:g}, t = {thr:.3f} (two-sided {alpha:.0%} Bonferroni, "
+        f"Student t, {trials - 1} dof). The authors saved 20 trials per kappa, so t SE is "
+        f"~20 % of the peak and this comparison resolves the curve to half its peak, not "
+        f"better. Two computations (the authors' sampler and solver, this package's exact "
+        f"O(1) statistics sampler and CG ridge solve) must agree: a disagreement is a FAIL, "
+        f"not a finding", t=thr, scale=scale,
+        name="(|ours - authors' g_task| + t SE) / peak"),
         count(int(np.sum(~np.isfinite(np.concatenate([
             np.ravel(row[k]) for k in ("dmmse_gap", "dmmse_gap_se", "theory_g_task_ridgeless",
                                        "z_dmmse_vs_authors")])))), 0,

@@ -30,18 +30,22 @@ import scipy.integrate
 import scipy.linalg
 
 from .. import lda
-from ..comparisons import largest, smallest
+from ..comparisons import equivalence, largest, smallest
 from ..operators import softmax_attention, softmax_attention_limit
 from ..problems import stream_key
 from ..quadrature import gauss_hermite_rule
+from ..stats import bonferroni_z
 from ._registry import (
     Outcome,
     agreement,
     lower_bound,
     register_check,
-    upper_bound,
 )
 from ._registry import rel_error as _rel
+
+# lda.07's Monte Carlo part: the heavy-tailed weights leave t SE ~4.7 % of the scale at
+# 10^6 tokens and ~3.1 % at 4 x 10^6, the power for 10 % (IDENTITY_TOL would need ~100x)
+MC07_TOKENS, MC07_TOL = 4_000_000, 0.1
 
 SEED = 20261204
 LBFGS_ORDER = 48   # GH order of the L-BFGS objectives of check 12 (end points: order 64)
@@ -191,21 +195,27 @@ def check_07():
             vec_errs += _row_rel(softmax_attention_limit(mix, U, V, tok(y)),
                                  _lemma_b1_rows(prob, U, V, xs, y))
     # Monte Carlo over sampled tokens (d = 3, last problem)
-    X, Y = lda.sample(prob, stream_key(SEED, "c7-mc"), 1_000_000)
+    X, Y = lda.sample(prob, stream_key(SEED, "c7-mc"), MC07_TOKENS)
     q = np.concatenate([xs[:4], np.zeros((4, 1))], 1)
     est, se = softmax_attention(_tokens(X, Y), U, V, q, return_se=True)
-    zmax = largest(np.abs(np.asarray(est)[:, -1] - np.asarray(lda.predictor(prob, th, xs[:4])))
-                   / np.asarray(se)[:, -1])
+    f_th = np.asarray(lda.predictor(prob, th, xs[:4]))
+    t = bonferroni_z(f_th.size)
+    mc = equivalence(np.asarray(est)[:, -1], f_th, np.asarray(se)[:, -1], MC07_TOL,
+                     f"the {MC07_TOKENS:.0e}-token Monte Carlo estimate against f_theta: (|MC - "
+                     f"f_theta| + t SE) / (the largest |f_theta| of the {f_th.size} queries) <= "
+                     f"{MC07_TOL:g}, t = {t:.2f} (Bonferroni, 1 % family-wise), delta-method "
+                     "SE; the closed forms above are the precise parts", t=t,
+                     scale=np.max(np.abs(f_th)), name="(|MC - f_theta| + t SE) / scale")
     return Outcome(
         agreement(largest(errs), 1e-12, "two closed forms in float64 (Prop. 2.1 on the "
                   "(d+1)-dim degenerate mixture vs eqs. (6)-(7)): round-off",
                   name="last coordinate vs f_theta, rel. error"),
         agreement(largest(vec_errs), 1e-12, "Prop. 2.1 vs the Lemma B.1 vector for y in "
                   "{-1, 0, 1}, float64 round-off", name="Lemma B.1 vector, rel. error"),
-        upper_bound(zmax, 5.0, "reference: the 10^6-token Monte Carlo estimate "
-                    "within 5 delta-method SE", name="max |MC - f_theta| / SE"),
+        mc,
         details={"last_coordinate": float(largest(errs)),
-                 "lemma_b1_vector": float(largest(vec_errs)), "mc_max_z": float(zmax)})
+                 "lemma_b1_vector": float(largest(vec_errs)), "mc_worst": mc.measured,
+                 "mc_t_se": mc.power})
 
 
 # ---------------------------------------------------------------- check 8 -------------

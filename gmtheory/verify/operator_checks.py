@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import mpmath
 import numpy as np
 
-from ..comparisons import largest, smallest
+from ..comparisons import IDENTITY_TOL, equivalence, largest, smallest
 from ..mixture import GaussianMixture
 from ..operators import (
     attention_gates,
@@ -27,39 +27,55 @@ from ..problems import (
     prompt_sq_errors,
     random_attention,
     random_mixture,
+    sample_prompts,
     scale_to_quad,
     stream_key,
 )
 from ..quadrature import expect_mixture
-from ..stats import fit_loglog, mean_se
+from ..stats import bonferroni_z, fit_loglog_weighted, mean_se
 from ._registry import Outcome, agreement, lower_bound, register_check
 from ._registry import rel_error as _rel
 
 SEED = 20261202
 EPS = float(np.finfo(np.float64).eps)
+# operator.01a: an identity checked by Monte Carlo at IDENTITY_TOL; the token count gives
+# the power (t SE <= tol / 2)
+MC01_TOKENS, MC01_TOL = 4_000_000, IDENTITY_TOL
 ESS_MIN = 300  # operator.06 tests the delta-method (ESS) law only where ESS >= this
+# operator.06: L E|error|^2 of 256 prompts is heavy-tailed (t SE ~1/4 of the prediction),
+# so the delta-method rows are decided to a factor 1/2, the power they have; the empirical
+# ESS of 2048 prompts has t SE ~0.4 % of the predicted ESS (64 prompts: 2.2 %)
+ESS_TOL = 0.5
+ESS_PROMPTS = 2048
 
 
 @register_check(
     "operator.01a-prop2.1-monte-carlo",
-    "Prop. 2.1: the closed form (2) equals softmax attention over 10^6 sampled tokens "
-    "of a heteroscedastic 3-component mixture in d=3, within 5 delta-method SEs.",
+    "Prop. 2.1: the closed form (2) equals softmax attention over 4 x 10^6 sampled tokens "
+    "of a heteroscedastic 3-component mixture in d=3: |closed - MC| + t SE within 1 % of "
+    "the largest output, with t SE at most half of that.",
     "docs/topics/operator.md#prop-21-softmax-gated-affine-experts",
 )
 def check_prop21_mc():
     mix = random_mixture(stream_key(SEED, "c1-mix"), 3, 3)
     U, V, z = random_attention(stream_key(SEED, "c1-att"), mix, 4, max_quad=1.0)
     closed = softmax_attention_limit(mix, U, V, z)
-    x, _ = mix.sample(stream_key(SEED, "c1-tokens"), 1_000_000)
+    x, _ = mix.sample(stream_key(SEED, "c1-tokens"), MC01_TOKENS)
     est, se = softmax_attention(x, U, V, z, return_se=True)
-    zscores = np.abs(np.asarray(est - closed) / np.asarray(se))
+    est, se, closed = (np.asarray(a) for a in (est, se, closed))
+    scale = np.max(np.abs(closed))              # the largest output over the queries
+    t = bonferroni_z(closed.size)
     return Outcome(
-        agreement(largest(zscores), 5.0,
-                  "max |closed - MC| / SE over 12 coordinates; P(|N(0,1)| > 5) ~ 6e-7 each "
-                  "(reference: within 5 delta-method SEs)",
-                  name="max |z| closed form vs Monte Carlo"),
+        equivalence(est, closed, se, MC01_TOL,
+                    f"an identity checked by Monte Carlo: (|closed - MC| + t SE) / (the "
+                    f"query's largest |output|) <= {MC01_TOL:g} over {closed.size} "
+                    f"coordinates, t = {t:.2f} (Bonferroni, 1 % family-wise), delta-method "
+                    f"SE; {MC01_TOKENS:.0e} tokens give the power t SE <= {MC01_TOL / 2:g} "
+                    "(10^6 give ~0.8 %)", t=t, scale=scale,
+                    name="(|closed - MC| + t SE) / scale"),
         details={"max_abs_diff": float(np.max(np.abs(est - closed))),
-                 "median_se": float(np.median(se)), "z": zscores.ravel().tolist()},
+                 "median_se": float(np.median(se)),
+                 "z": (np.abs(est - closed) / se).ravel().tolist()},
     )
 
 
@@ -299,30 +315,46 @@ def _rate_mse():
     key = stream_key(SEED, "c56-softmax")
     errs = [prompt_sq_errors(jax.random.fold_in(key, i), mix, U, V, z, L=L, reps=RATE_REPS,
                              kind=("linear", "softmax")) for i, L in enumerate(RATE_LS)]
-    return {k: np.array([float(e[j].mean()) for e in errs])
+    # per L: the mean squared error over prompts (each prompt's mean over the queries) and
+    # its Monte Carlo SE over the independent prompts
+    return {k: np.array([mean_se(np.asarray(e[j]).mean(1)) for e in errs], dtype=float)
             for j, k in enumerate(("linear", "softmax"))}
 
 
 def _slope_outcome(kind: str):
-    mse = _rate_mse()[kind]
-    fit = fit_loglog(RATE_LS, np.sqrt(mse))
+    """The log-log slope of the RMS error in L, fitted with each L's Monte Carlo SE
+    (delta method: SE(rms) = SE(mse) / (2 rms)); its SE is the Monte Carlo SE of the
+    slope."""
+    mse, mse_se = _rate_mse()[kind].T
+    rms = np.sqrt(mse)
+    fit = fit_loglog_weighted(RATE_LS, rms, mse_se / (2 * rms))
     return fit.slope, fit.stderr, mse
+
+
+def _slope_equivalence(slope, stderr, why):
+    """The fitted rate against -1/2 in the equivalence form: |slope + 1/2| + t SE within
+    the reference's window 0.1, with t SE at most 0.05."""
+    t = bonferroni_z(1)
+    return equivalence(slope, -0.5, stderr, 0.1,
+                       f"{why}: |slope + 1/2| + t SE <= 0.1 (the reference's [-0.6, -0.4] "
+                       f"window), t = {t:.2f} (two-sided 1 %) x the slope's Monte Carlo SE "
+                       f"(weighted fit, {RATE_REPS} prompts per L)", t=t, scale=1.0,
+                       name="|slope + 1/2| + t SE")
 
 
 @register_check(
     "operator.05b-linear-prompt-rate",
     "Finite-prompt linear attention converges to its limit at the L^-1/2 rate: "
     "log-log slope of the RMS error over L = 1e2..1e6 (16 prompts per L, the prompts of "
-    "operator.06) lies in [-0.6, -0.4].",
+    "operator.06) lies in [-0.6, -0.4] with its confidence interval.",
     "docs/topics/operator.md#lemma-c7-linear-attention-has-no-gates; "
     "docs/topics/operator.md#finite-prompts-rate-and-effective-sample-size",
 )
 def check_linear_rate():
     Ls = RATE_LS
     slope, stderr, mse = _slope_outcome("linear")
-    return Outcome(agreement(abs(slope + 0.5), 0.1,
-                             "theory -1/2 (CLT of a second-moment estimator); the reference's "
-                             "[-0.6, -0.4] window", name="|slope + 1/2|"),
+    return Outcome(_slope_equivalence(slope, stderr, "theory -1/2 (CLT of a second-moment "
+                                      "estimator)"),
                    details={"slope": slope, "slope_stderr": stderr,
                             "rms": np.sqrt(mse).tolist(), "L": Ls})
 
@@ -331,9 +363,10 @@ def check_linear_rate():
     "operator.06-softmax-prompt-rate-and-ess",
     "Finite-prompt softmax attention converges at L^-1/2 (slope in [-0.6,-0.4] over "
     "L = 1e2..1e6), and at fixed L = 3000 its error grows with u^T Gamma u; where the "
-    "predicted ESS is >= 300 it matches the ESS / delta-method variance within 4 MC "
-    "standard errors (rows with a smaller ESS are reported, not compared); the empirical "
-    "ESS of sampled prompts matches the predicted ESS within 4 SE.",
+    "predicted ESS is >= 300 it matches the ESS / delta-method variance to a factor (|diff| "
+    "+ t SE within 50 %: 256 prompts of a heavy-tailed error; rows with a smaller ESS are "
+    "reported, not compared); the ESS of sampled prompts matches the predicted ESS within "
+    "1 %.",
     "docs/topics/operator.md#finite-prompts-rate-and-effective-sample-size",
 )
 def check_softmax_rate_ess():
@@ -354,8 +387,7 @@ def check_softmax_rate_ess():
         meas, se = L * float(m), L * float(se)
         pred = float(jnp.sum(finite_prompt_variance(mix, Uq, V, zq)))
         ess = float(effective_sample_size(mix, Uq, zq, L)[0])
-        rows.append({"uGu": q, "L_mse": meas, "se": se, "predicted": pred, "ess": ess,
-                     "z": abs(meas - pred) / se})
+        rows.append({"uGu": q, "L_mse": meas, "se": se, "predicted": pred, "ess": ess})
     # the delta-method law is asymptotic in the ESS: compare only the rows with ESS >= 300
     # (a NaN predicted ESS is neither: it is compared, and its NaN makes the comparison fail)
     compared = [r for r in rows if not r["ess"] < ESS_MIN]
@@ -363,38 +395,56 @@ def check_softmax_rate_ess():
                  "importance weights are not yet sampled, so the asymptotic variance does not "
                  "apply (README, prompt-convergence finding)"}
                 for r in rows if r["ess"] < ESS_MIN]
-    worst = largest(r["z"] if np.isfinite(r["ess"]) else np.nan   # no row compared: FAIL
-                    for r in compared)
+    t_rows = bonferroni_z(len(compared) or 1)
+    delta = equivalence([r["L_mse"] if np.isfinite(r["ess"]) else np.nan for r in compared],
+                        [r["predicted"] for r in compared], [r["se"] for r in compared],
+                        ESS_TOL, f"each of the {len(compared)} rows with ESS >= {ESS_MIN}: "
+                        f"(|L MSE - delta-method prediction| + t SE) / prediction <= {ESS_TOL:g} "
+                        f"({reps} prompts each; the next order is O(1/ESS)), t = {t_rows:.2f} "
+                        "(Bonferroni, 1 % family-wise)", t=t_rows,
+                        name=f"L*MSE vs delta method (ESS >= {ESS_MIN}): (|diff| + t SE) / "
+                        "prediction")
     growth = smallest(rows[i + 1]["L_mse"] / rows[i]["L_mse"] for i in range(len(rows) - 1))
-    # the ESS itself, two ways: the empirical ESS (sum w)^2 / sum w^2 of sampled prompts
-    # (operators.empirical_ess) against L (E w)^2 / E w^2 from the closed-form tilted moments
-    # (operators.effective_sample_size), at u^T Gamma u = 0.5
+    # the ESS itself, two ways: L (E w)^2 / E w^2 from the closed-form tilted moments
+    # (operators.effective_sample_size) against the same ratio of Monte Carlo means of w and
+    # w^2 over sampled prompts (bias O(1 / (prompts L)), far below its SE), at u^T Gamma u =
+    # 0.5; and operators.empirical_ess, (sum w)^2 / sum w^2 per prompt, against that ratio
+    # written out from the same weights (float64 round-off).  The mean of the per-prompt
+    # ratio is not compared with the prediction: its bias is O(E w^4 / (E w^2)^2 / L), ~0.3 %.
     from ..operators import empirical_ess
 
     Uq = scale_to_quad(mix, U, zq, 0.5)
     ess_pred = float(effective_sample_size(mix, Uq, zq, L)[0])
-    keys = jax.random.split(stream_key(SEED, "c6-empirical-ess"), 64)
-    ess_emp = np.array([float(empirical_ess(mix.sample(k, L)[0], Uq, zq)[0]) for k in keys])
-    ess_m, ess_se = mean_se(ess_emp)
-    z_ess = abs(float(ess_m) - ess_pred) / float(ess_se)
+    keys = jax.random.split(stream_key(SEED, "c6-empirical-ess"), ESS_PROMPTS)
+    toks = sample_prompts(mix, keys, L)                                    # (P, L, d)
+    w = np.exp(np.asarray(jnp.einsum("pld,d->pl", toks, (zq @ Uq.T)[0])))  # weights, (P, L)
+    a, b = w.mean(1), (w**2).mean(1)                                       # per prompt
+    am, bm = float(a.mean()), float(b.mean())
+    ess_m = L * am**2 / bm
+    grad = L * np.array([2 * am / bm, -(am**2) / bm**2])                  # delta method
+    ess_se = float(np.sqrt(grad @ np.cov(np.stack([a, b])) @ grad / ESS_PROMPTS))
+    lib_ess = _rel(jax.vmap(lambda p: empirical_ess(p, Uq, zq)[0])(toks),
+                   w.sum(1) ** 2 / (w**2).sum(1))
+    t1 = bonferroni_z(1)
     return Outcome(
-        agreement(abs(slope + 0.5), 0.1, "slope window [-0.6,-0.4] from the reference "
-                  "(CLT of a self-normalised estimator)", name="|slope + 1/2|"),
-        agreement(worst, 4.0, f"max over the {len(compared)} rows with ESS >= {ESS_MIN} of "
-                  "|L MSE - delta-method prediction| / SE (256 prompts each); "
-                  "P(|N(0,1)| > 4) = 6e-5 per row",
-                  name="max |z| of L*MSE vs delta method (ESS >= 300)"),
+        _slope_equivalence(slope, stderr, "theory -1/2 (CLT of a self-normalised estimator)"),
+        delta,
         lower_bound(growth, 1.0, "the error grows with u^T Gamma u (all four rows): the "
                     "smallest ratio of consecutive L*MSE must exceed 1",
                     name="min L*MSE ratio between consecutive u^T Gamma u"),
-        agreement(z_ess, 4.0, f"|mean empirical ESS of 64 prompts of L = {L} - predicted ESS| "
-                  "/ SE: the ratio estimator's bias is O(1) in ESS units, below its spread "
-                  "over prompts (~sqrt(L)); P(|N(0,1)| > 4) = 6e-5",
-                  name="|z| empirical vs predicted ESS (u^T Gamma u = 0.5)"),
-        details={"ess_predicted": ess_pred, "ess_empirical_mean": float(ess_m),
-                 "ess_empirical_se": float(ess_se), "slope": slope, "slope_stderr": stderr,
+        equivalence(ess_m, ess_pred, ess_se, IDENTITY_TOL,
+                    f"(|L (mean w)^2 / mean w^2 over {ESS_PROMPTS} prompts of L = {L} - "
+                    f"predicted ESS| + t SE) / predicted <= 1 %, delta-method SE; t = {t1:.2f} "
+                    "(two-sided 1 %)", t=t1,
+                    name="Monte Carlo vs predicted ESS (u^T Gamma u = 0.5): (|diff| + t SE) / "
+                    "predicted"),
+        agreement(lib_ess, 1e-12, "operators.empirical_ess (log-sum-exp) against (sum w)^2 / "
+                  "sum w^2 of the same prompts' weights: float64 round-off",
+                  name="empirical_ess vs the ratio written out (rel.)", relative=True),
+        details={"ess_predicted": ess_pred, "ess_monte_carlo": float(ess_m),
+                 "ess_monte_carlo_se": float(ess_se), "slope": slope, "slope_stderr": stderr,
                  "rms": np.sqrt(mse).tolist(), "L": Ls,
                  "ess_rows_compared": compared, "ess_rows_excluded": excluded,
-                 "worst_ess_z": float(worst), "gates_sample": np.asarray(
+                 "gates_sample": np.asarray(
                      attention_gates(mix, U, z)).tolist()},
     )
