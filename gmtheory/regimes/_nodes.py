@@ -8,6 +8,7 @@ Monte Carlo standard error of the weighted mean (:func:`weighted_mean_se`).
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax
@@ -40,6 +41,84 @@ def nodes(mixture: GaussianMixture, key, *, n_samples: int, order: int, gh_max_d
     x, comp = mixture.sample(key, int(n_samples))
     w = jnp.full((x.shape[0],), 1.0 / x.shape[0], dtype=x.dtype)
     return Nodes(x, w, comp, f"Monte Carlo, {int(n_samples):,} samples", True)
+
+
+NODE_CAP = 1 << 20     # largest tensor grid (K order^d nodes) the adaptive rule evaluates
+
+
+class Estimate(NamedTuple):
+    """Expectations of several integrands with their errors (:func:`adaptive_means`)."""
+
+    values: tuple          #: one value per integrand
+    errors: tuple          #: its error: the quadrature error estimate or the MC SE
+    kinds: tuple           #: per integrand, "quadrature" or "monte carlo" (its error's kind)
+    method: str            #: how it was computed, in words
+    order: int | None      #: the highest Gauss-Hermite order used (None: Monte Carlo only)
+    capped: bool           #: True when GH did not converge within its budget for some
+    history: tuple         #: (order, values) of every GH order tried
+
+
+def adaptive_means(fn, mixture: GaussianMixture, key, *, order: int, max_order: int,
+                   tols, gh_max_dim: int, n_samples: int, names=None) -> Estimate:
+    """``E fn(x)_i`` for ``x`` from ``mixture`` (``fn`` returns a tuple of per-point
+    arrays), each with its error.
+
+    Where ``d <= gh_max_dim`` the tensor Gauss-Hermite order doubles from ``order`` until two
+    successive orders agree within ``tols[i]``; the value is the higher order's and its
+    error the last change (an integrand with a kink, e.g. a Bayes error, converges slowly,
+    so the error is measured, not assumed).  An integrand that has not converged when the
+    order would pass ``max_order`` or the grid :data:`NODE_CAP` nodes is *capped*: its value
+    is a Monte Carlo mean over ``n_samples`` samples (from ``key``) with its SE, and the
+    method says which option lifts the cap (``names`` name the integrands there).  Above
+    ``gh_max_dim``: Monte Carlo."""
+    d, K = mixture.dim, mixture.n_components
+    history = []
+    mc_vals = None
+
+    def mc():
+        nonlocal mc_vals
+        if mc_vals is None:
+            x, _ = mixture.sample(key, int(n_samples))
+            mc_vals = [mc_mean_se(v) for v in fn(x)]
+        return mc_vals
+
+    if d > gh_max_dim:
+        m = mc()
+        return Estimate(tuple(v for v, _ in m), tuple(s for _, s in m),
+                        ("monte carlo",) * len(m), f"Monte Carlo, {int(n_samples):,} samples",
+                        None, False, ())
+    top = min(int(max_order), int((NODE_CAP / K) ** (1.0 / d)))
+    o, prev = min(int(order), top), None
+    while True:
+        nd = nodes(mixture, key, n_samples=0, order=o, gh_max_dim=d)
+        vals = tuple(float(jnp.sum(nd.w * jnp.asarray(v))) for v in fn(nd.x))
+        history.append((o, vals))
+        errs = tuple(math.inf for _ in vals) if prev is None else tuple(
+            abs(a - b) for a, b in zip(vals, prev[1], strict=True))
+        done = [e <= t for e, t in zip(errs, tols, strict=True)]
+        if all(done) or o >= top:
+            break
+        prev = (o, vals)
+        o = min(2 * o, top)
+    gh = (f"Gauss-Hermite, order {o} per dimension (its change from order "
+          f"{prev[0] if prev else o} is the error)")
+    if all(done):
+        return Estimate(vals, errs, ("quadrature",) * len(vals), gh, o, False, tuple(history))
+    m = mc()
+    capped = [i for i, ok in enumerate(done) if not ok]
+    names = names or [f"integrand {i}" for i in range(len(vals))]
+    why = (f"Monte Carlo, {int(n_samples):,} samples, for {', '.join(names[i] for i in capped)}"
+           f": Gauss-Hermite "
+           f"had not converged at order {o} (change "
+           f"{', '.join(f'{errs[i]:.2g}' for i in capped)} against a tolerance of "
+           f"{', '.join(f'{tols[i]:.2g}' for i in capped)}); raise options.max_order, or lower "
+           "options.gh_max_dim to go straight to Monte Carlo")
+    return Estimate(tuple(m[i][0] if i in capped else vals[i] for i in range(len(vals))),
+                    tuple(m[i][1] if i in capped else errs[i] for i in range(len(vals))),
+                    tuple("monte carlo" if i in capped else "quadrature"
+                          for i in range(len(vals))),
+                    (gh + "; " if len(capped) < len(vals) else "") + why, o, True,
+                    tuple(history))
 
 
 def weighted_mean_se(values, nd: Nodes):
@@ -75,6 +154,18 @@ def combined_z(a, se_a, b, se_b):
     if se == 0.0:
         return 0.0 if diff == 0.0 else float("inf")
     return diff / se
+
+
+def resolved_agreement(a, err_a, b, err_b, z_max, why, *, name):
+    """``|a - b| / sqrt(err_a^2 + err_b^2) <= z_max`` as an agreement that states its
+    resolution: the smallest relative error in ``a`` it is sure to detect,
+    ``(z_max sqrt(err_a^2 + err_b^2) + |a - b|) / |a|``."""
+    from ..comparisons import Comparison
+
+    se = float(np.hypot(err_a, err_b))
+    res = (z_max * se + abs(float(a) - float(b))) / abs(float(a)) if float(a) != 0 else None
+    return Comparison("agreement", combined_z(a, err_a, b, err_b), z_max, why, name,
+                      resolution=res)
 
 
 def split(key, n):

@@ -9,8 +9,10 @@ classes, the cross-entropy of ``softmax(g)`` for more.
 * ``bayes_error`` — ``E[1 - max_c P(c | X)]``; ``bayes_risk`` — the conditional entropy
   (the smallest risk).  Two classes of one Gaussian each with a shared covariance (the
   LDA setting of Section 3): closed form (``Phi`` of the Mahalanobis distance) and
-  :func:`gmtheory.lda.bayes_risk`.  Otherwise a GH grid (``d <= gh_max_dim``) or Monte
-  Carlo (SE).
+  :func:`gmtheory.lda.bayes_risk`.  Otherwise an adaptive GH grid (``d <= gh_max_dim``;
+  the order doubles until it changes by less than a quarter of the Monte Carlo SE, and the
+  last change is its error) or Monte Carlo (SE); both are compared with Monte Carlo on
+  fresh labelled samples (the counted mistakes; the mean of ``-log P(class | X)``).
 * ``linear_risk`` / ``linear_error`` — linear attention's limit ``g(x) = W x`` (no bias
   path, Lemma C.7) at its best ``W``: :func:`gmtheory.lda.linear_attention_optimum` in the
   LDA setting, else L-BFGS on the grid or a fixed sample.
@@ -34,9 +36,17 @@ from ..comparisons import agreement, upper_bound
 from ..mixture import GaussianMixture
 from ..operators import softmax_attention, softmax_attention_limit
 from ..training import minimize_lbfgs
-from ._nodes import binomial_mean_se, combined_z, mc_mean_se, nodes, weighted_mean_se
+from ._nodes import (
+    adaptive_means,
+    binomial_mean_se,
+    combined_z,
+    mc_mean_se,
+    nodes,
+    resolved_agreement,
+)
 
 Z_SE = 4.0
+QUAD_TOL = 0.25  # the adaptive quadrature stops when its change is below this x the MC SE
 
 
 def _label_vectors(labels, C):
@@ -150,26 +160,14 @@ def classification_limit(prob, key) -> tuple[dict, list]:
     k_eval, k_fit, k_mc, k_search = jax.random.split(key, 4)
     out: dict = {"d": d, "components": mix.n_components, "classes": C}
     cmp = []
-    ev = nodes(mix, k_eval, n_samples=opts.mc_samples, order=opts.order,
-               gh_max_dim=opts.gh_max_dim)
     x_mc, comp_mc = mix.sample(k_mc, opts.mc_samples)               # fresh samples
     y_mc = Yc[comp_mc]
     lp = lda_problem(prob)
     out["setting"] = "LDA (Section 3)" if lp is not None else "general"
 
     # ---- Bayes
-    post = _class_posteriors(mix, prob.labels, C, ev.x)
-    if lp is not None:
-        wb, bb = lda.bayes_score(lp)
-        out["bayes_error"], out["bayes_error_se"] = _lda_error(lp, wb, bb), 0.0
-        out["bayes_risk"], out["bayes_risk_se"] = float(lda.bayes_risk(lp)), 0.0
-        out["bayes_method"] = "closed form (Phi of the Mahalanobis distance), eq. (5)"
-    else:
-        out["bayes_error"], out["bayes_error_se"] = weighted_mean_se(1 - jnp.max(post, -1), ev)
-        ent = -jnp.sum(jnp.where(post > 0, post * jnp.log(jnp.where(post > 0, post, 1)), 0), -1)
-        out["bayes_risk"], out["bayes_risk_se"] = weighted_mean_se(ent, ev)
-        out["bayes_method"] = f"class posteriors, {ev.method}"
-    # independent: count the Bayes rule's mistakes on fresh labelled samples, with the
+    # independent (first: their SEs set the quadrature's tolerance): count the Bayes rule's
+    # mistakes on fresh labelled samples, and average -log P(class | x) there, with the
     # posteriors from the mixture's own component log-densities
     lab = np.asarray(prob.labels)
     clp = mix.component_log_prob(x_mc) + mix.log_weights[None]
@@ -178,12 +176,48 @@ def classification_limit(prob, key) -> tuple[dict, list]:
     cls_mc = jnp.asarray(lab)[comp_mc]
     wrong = (jnp.argmax(lc, -1) != cls_mc).astype(float)
     out["bayes_error_mc"], out["bayes_error_mc_se"] = binomial_mean_se(wrong)
-    cmp.append(agreement(
-        combined_z(out["bayes_error"], out["bayes_error_se"], out["bayes_error_mc"],
-                   out["bayes_error_mc_se"]), Z_SE,
+    log_post = lc - jax.scipy.special.logsumexp(lc, axis=-1, keepdims=True)
+    out["bayes_risk_mc"], out["bayes_risk_mc_se"] = mc_mean_se(
+        -jnp.take_along_axis(log_post, cls_mc[:, None], 1)[:, 0])
+    if lp is not None:
+        wb, bb = lda.bayes_score(lp)
+        out["bayes_error"], out["bayes_error_se"] = _lda_error(lp, wb, bb), 0.0
+        out["bayes_risk"], out["bayes_risk_se"] = float(lda.bayes_risk(lp)), 0.0
+        out["bayes_error_kind"] = out["bayes_risk_kind"] = "exact (closed form)"
+        out["bayes_method"] = "closed form (Phi of the Mahalanobis distance), eq. (5)"
+    else:
+        def integrands(q):
+            post = _class_posteriors(mix, prob.labels, C, q)
+            ent = -jnp.sum(jnp.where(post > 0, post * jnp.log(jnp.where(post > 0, post, 1)),
+                                     0), -1)
+            return 1 - jnp.max(post, -1), ent
+
+        est = adaptive_means(integrands, mix, k_eval, order=opts.order,
+                             max_order=opts.max_order,
+                             tols=(QUAD_TOL * out["bayes_error_mc_se"],
+                                   QUAD_TOL * out["bayes_risk_mc_se"]),
+                             gh_max_dim=opts.gh_max_dim, n_samples=opts.mc_samples,
+                             names=("bayes_error", "bayes_risk"))
+        (out["bayes_error"], out["bayes_risk"]) = est.values
+        (out["bayes_error_se"], out["bayes_risk_se"]) = est.errors
+        out["bayes_error_kind"], out["bayes_risk_kind"] = est.kinds
+        out["bayes_order_capped"] = est.capped
+        if est.order is not None:
+            out["bayes_order"] = est.order
+        out["bayes_method"] = f"class posteriors, {est.method}"
+    cmp.append(resolved_agreement(
+        out["bayes_error"], out["bayes_error_se"], out["bayes_error_mc"],
+        out["bayes_error_mc_se"], Z_SE,
         "bayes_error against the counted mistakes of the Bayes rule on fresh labelled "
         "samples (posteriors from GaussianMixture.component_log_prob; Agresti-Coull SE of "
-        "the count): within 4 combined standard errors", name="bayes_error |z| (vs counted MC)"))
+        "the count): within 4 combined errors (with the quadrature's measured error)",
+        name="bayes_error |z| (vs counted MC)"))
+    cmp.append(resolved_agreement(
+        out["bayes_risk"], out["bayes_risk_se"], out["bayes_risk_mc"],
+        out["bayes_risk_mc_se"], Z_SE,
+        "bayes_risk (the conditional entropy) against the mean of -log P(class | X) on the "
+        "same fresh labelled samples: within 4 combined errors",
+        name="bayes_risk |z| (vs MC of -log P(class | X))"))
 
     # ---- linear attention
     fit = nodes(mix, k_fit, n_samples=opts.fit_samples, order=opts.fit_order,
@@ -192,26 +226,44 @@ def classification_limit(prob, key) -> tuple[dict, list]:
     # sharp gates, giving a "risk" below Bayes), evaluated on fresh samples
     fit_h = nodes(mix, jax.random.fold_in(k_fit, 1), n_samples=opts.fit_samples,
                   order=opts.fit_order, gh_max_dim=0)
-    y_fit, y_ev = Yc[fit.comp], Yc[ev.comp]
+    y_fit = Yc[fit.comp]
     if lp is not None:
         w_lin, r_lin = lda.linear_attention_optimum(lp)
         W = w_lin[None]
         out["linear_risk"], out["linear_risk_se"] = float(r_lin), 0.0
         out["linear_error"] = _lda_error(lp, w_lin, 0.0)
         out["linear_error_se"] = 0.0
+        out["linear_risk_kind"] = "exact (closed form)"
     else:
         res = minimize_lbfgs(_linear_risk, jnp.zeros((Y.shape[1], d)), (fit.x, fit.w, y_fit),
                              maxiter=opts.maxiter)
         W = res.x
-        out["linear_risk"], out["linear_risk_se"] = weighted_mean_se(
-            _loss(ev.x @ W.T, y_ev), ev)
+        lin_mc, lin_mc_se = mc_mean_se(_loss(x_mc @ W.T, y_mc))
+        # the loss with each component's label, integrated adaptively per component; the
+        # errors add (quadrature) or add in quadrature (Monte Carlo)
+        pis = np.asarray(mix.weights)
+        parts = [adaptive_means(
+            lambda q, k=k: (_loss(q @ W.T, jnp.broadcast_to(Yc[k], (q.shape[0], Yc.shape[1]))),),
+            GaussianMixture(jnp.ones(1), mix.means[k:k + 1], mix.covs[k:k + 1]),
+            jax.random.fold_in(k_eval, 100 + k), order=opts.order, max_order=opts.max_order,
+            tols=(QUAD_TOL * lin_mc_se,), gh_max_dim=opts.gh_max_dim,
+            n_samples=opts.mc_samples, names=(f"linear_risk (component {k})",))
+            for k in range(mix.n_components)]
+        vals = np.array([e.values[0] for e in parts])
+        errs = np.array([e.errors[0] for e in parts])
+        quad = [e.kinds[0] == "quadrature" for e in parts]
+        out["linear_risk"] = float(pis @ vals)
+        out["linear_risk_se"] = float(pis[quad] @ errs[quad]
+                                      + np.sqrt(np.sum((pis * errs)[~np.array(quad)] ** 2)))
+        out["linear_risk_kind"] = "quadrature" if all(quad) else "monte carlo"
         out["linear_error"], out["linear_error_se"] = binomial_mean_se(_wrong(x_mc @ W.T, y_mc))
     out["linear_W"] = np.asarray(W)
-    lin_mc, lin_mc_se = mc_mean_se(_loss(x_mc @ W.T, y_mc))
+    if lp is not None:
+        lin_mc, lin_mc_se = mc_mean_se(_loss(x_mc @ W.T, y_mc))
     cmp.append(agreement(
         combined_z(out["linear_risk"], out["linear_risk_se"], lin_mc, lin_mc_se), Z_SE,
         "linear attention's risk against Monte Carlo of its loss on fresh samples: within 4 "
-        "combined standard errors", name="linear_risk |z| (vs MC)"))
+        "combined errors", name="linear_risk |z| (vs MC)"))
     cmp.append(upper_bound(
         out["bayes_risk"] - out["linear_risk"],
         Z_SE * float(np.hypot(out["bayes_risk_se"], out["linear_risk_se"])) + 1e-10,
@@ -270,7 +322,9 @@ def classification_limit(prob, key) -> tuple[dict, list]:
         Z_SE * float(np.hypot(out["bayes_error_se"], out["softmax_error_se"])) + 1e-12,
         "the Bayes rule has the smallest 0-1 error: bayes_error <= softmax_error (up to 4 "
         "combined SE)", name="bayes_error - softmax_error"))
-    out["eval_method"] = ev.method
+    out["eval_method"] = ("linear attention's risk: " + (
+        "closed form (Section 3)" if lp is not None else
+        "per component, " + "; ".join(sorted({e.method for e in parts}))))
     out["fit_method"] = fit.method
 
     return out, cmp

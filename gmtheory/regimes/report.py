@@ -82,8 +82,10 @@ def report_markdown(res, *, figure: str | None = None) -> str:
         for c in p["comparisons"]:
             mark = "holds" if c["holds"] else "**does not hold**"
             op = ">=" if c["kind"] == "lower_bound" else "<="
+            detects = ("" if c.get("resolution") is None else
+                       f"; detects a relative error above {c['resolution']:.2g}")
             lines.append(f"* {c['name']}: {c['measured']:.3g} {op} {c['threshold']:.3g} "
-                         f"({c['kind']}, {mark}) — {c['why']}")
+                         f"({c['kind']}, {mark}{detects}) — {c['why']}")
         lines.append("")
     for c in res.sweep_comparisons:
         if c["holds"] is None:

@@ -65,6 +65,7 @@ class Options:
     order: int = 16            #: Gauss-Hermite order per dimension where d <= gh_max_dim
     fit_order: int = 10        #: the (coarser) GH order of the head searches' objective
     gh_max_dim: int = 3        #: largest d integrated on a tensor Gauss-Hermite grid
+    max_order: int = 128       #: highest GH order the adaptive Bayes quadrature tries
     prompts: int = 64          #: prompts per L (finite-prompt evaluation)
     queries: int = 256         #: queries per prompt (finite-prompt evaluation)
     maxiter: int = 300         #: L-BFGS iterations per start
@@ -74,6 +75,7 @@ class Options:
     train_queries: int = 32    #: queries per prompt and training step
 
     _POSITIVE = ("starts", "mc_samples", "fit_samples", "order", "fit_order", "gh_max_dim",
+                 "max_order",
                  "prompts", "train_seeds", "train_prompts", "train_queries",
                  "queries", "maxiter")
 
