@@ -282,9 +282,19 @@ def test_untuned_denoising_mixture_at_the_defaults(tmp_path):
     and error are reported, and it agrees with Monte Carlo within 4 combined errors."""
     spec = {"task": "denoising", "mixture": UNTUNED, "denoising": {"noise": 0.3},
             "options": HEADS_SMALL}
-    (p,) = explore(spec, results_dir=tmp_path, progress=False).points
+    res = explore(spec, results_dir=tmp_path, progress=False)
+    (p,) = res.points
     assert p["verdict"] == "PASS", _held(p)
     assert p["bayes_risk_error_kind"] == "quadrature" and p["bayes_risk_se"] > 0
+    # the head family is explained, with the best model; a head worse than linear attention
+    # on this non-centred mixture is said to be so, with the reason
+    assert p["best_risk"] == min(p["linear_risk"], p["head1_risk"])
+    assert p["mixture_mean_norm"] > 0.5
+    res.write(tmp_path / "out")
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "What the heads can express" in report and "best model" in report
+    if p["head1_risk"] > p["linear_risk"] + 4 * p["head1_risk_se"]:
+        assert "which one head cannot cancel" in report
     assert p["bayes_order"] > Options().order and not p["bayes_order_capped"]
     assert _independent_mc_z(p["bayes_risk"], p["bayes_risk_se"], p["bayes_risk_mc"],
                              p["bayes_risk_mc_se"]) <= 4

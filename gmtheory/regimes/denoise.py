@@ -241,6 +241,12 @@ def denoising_limit(prob, key) -> tuple[dict, list]:
                                          if out["linear_gap"] > 0 else float("nan"))
         out[f"head{M}_starts"] = per_start
         out[f"head{M}_U"], out[f"head{M}_V"] = np.asarray(theta["U"]), np.asarray(theta["V"])
+    # the best of linear attention and the heads, and the mixture mean that one head cannot
+    # cancel (report.HEAD_FAMILY)
+    cands = [("linear attention", out["linear_risk"], 0.0)] + [
+        (f"{M} head(s)", out[f"head{M}_risk"], out[f"head{M}_risk_se"]) for M in opts.heads]
+    out["best_model"], out["best_risk"], out["best_risk_se"] = min(cands, key=lambda c: c[1])
+    out["mixture_mean_norm"] = float(jnp.linalg.norm(mix.mean()))
     out["fit_method"] = fit.method
     out["head_eval_method"] = f"fresh Monte Carlo, {int(z.shape[0]):,} pairs"
 

@@ -45,8 +45,8 @@ def report_markdown(res, *, figure: str | None = None) -> str:
     cols = columns(res)
     axes = list(prob.vary)
     head = axes + [lab for _, lab in cols] + ["verdict"]
-    lines += ["Values ± standard error (Monte Carlo estimates; quadrature and closed forms have "
-              "none). Risks are " + ("mean squared errors E|f(Z) - X|^2."
+    lines += ["Values ± their error: the Monte Carlo SE, or the adaptive quadrature's measured "
+              "error (closed forms are exact). Risks are " + ("mean squared errors E|f(Z) - X|^2."
                                      if prob.task == "denoising" else
                                      "the paper's logistic (2 classes) or cross-entropy loss; "
                                      "errors are 0-1 errors."), "",
@@ -68,6 +68,8 @@ def report_markdown(res, *, figure: str | None = None) -> str:
                      if "construction" in p else "")
             lines.append(f"* {_where(p, axes)}: {rec}{extra}")
         lines.append("")
+    if prob.task == "denoising":
+        lines += _head_family(res)
     lines += ["## Methods", ""]
     p0 = res.points[0]
     for k in ("bayes_method", "eval_method", "fit_method", "softmax_method", "setting"):
@@ -95,6 +97,41 @@ def report_markdown(res, *, figure: str | None = None) -> str:
                      f"({c['verdict']}; slope {c['slope']:.3f} ± {c['slope_se']:.2g}) — "
                      f"{c['why']}")
     return "\n".join(lines) + "\n"
+
+
+HEAD_FAMILY = (
+    "What the models can express (infinite prompt, Prop. 2.1 on mu_Z): linear attention is a "
+    "linear map z -> A z (Lemma C.7), and its best A is the best linear denoiser. One softmax "
+    "head is sum_k alpha_k(z) V (m_k + S_k U z), a gated affine map. Its linear part comes "
+    "from small U, where the gates tend to the weights pi_k: with U = eps B and V of order "
+    "1/eps (to keep V S U finite) the head also outputs the constant V m_bar, m_bar = sum_k "
+    "pi_k m_k, which grows like 1/eps. So unless m_bar = 0 one head cannot approach linear "
+    "attention's best map, and it can be worse than linear attention. A second head with "
+    "U = 0 outputs a constant V' m_bar that cancels it, so two heads can approach any linear "
+    "map (and do at least as well as linear attention in the limit).")
+
+
+def _head_family(res) -> list[str]:
+    """The head family, the best model at each point, and why one head loses to linear
+    attention where it does."""
+    lines = ["## What the heads can express", "", HEAD_FAMILY, ""]
+    axes = list(res.problem.vary)
+    for p in res.points:
+        best = p.get("best_model")
+        if best is None:
+            continue
+        note = ""
+        r1, s1 = p.get("head1_risk"), p.get("head1_risk_se") or 0.0
+        if r1 is not None and r1 > p["linear_risk"] + 4 * s1:
+            worse = f"; one head is worse than linear attention here (by " \
+                    f"{fmt(r1 - p['linear_risk'])})"
+            note = (worse + f": the mixture mean has |m_bar| = {fmt(p['mixture_mean_norm'])}, "
+                    "which one head cannot cancel" if p.get("mixture_mean_norm", 0) > 1e-12
+                    else worse + " although m_bar = 0: its search did not reach the linear "
+                    "limit (raise options.starts or maxiter)")
+        lines.append(f"* {_where(p, axes)}: best model {best}, risk "
+                     f"{fmt(p['best_risk'], p.get('best_risk_se'))}{note}")
+    return lines + [""]
 
 
 def _where(p, axes):
