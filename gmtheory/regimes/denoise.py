@@ -91,6 +91,17 @@ def _search(mix, xi, M, fit, key, opts, init_heads):
     g2 = float(jnp.mean(jnp.trace(mix.covs, axis1=1, axis2=2))) / d
     U0 = jnp.eye(d) / (g2 + xi**2)
     starts.append({"U": jnp.stack([U0] * M), "V": jnp.stack([0.5 * jnp.eye(d) / M] * M)})
+    # linear start: head 1 with a small U = eps I and V = A* M_Z^-1 / eps is linear
+    # attention's best map A* z up to O(eps), plus the constant V m_bar; a second head with
+    # U = 0 and the opposite V cancels that constant (report.HEAD_FAMILY).  So the search
+    # starts no worse than linear attention (exactly so when m_bar = 0 or M >= 2).
+    A = D.linear_optimum(mix, xi)
+    Mz = mz.second_moment()
+    eps = 1e-2 / float(jnp.sqrt(jnp.trace(Mz) / d))
+    V1 = A @ jnp.linalg.inv(Mz) / eps
+    lin_U = [eps * jnp.eye(d)] + [jnp.zeros((d, d))] * (M - 1)
+    lin_V = [V1] + ([-V1] if M >= 2 else []) + [jnp.zeros((d, d))] * (M - 2)
+    starts.append({"U": jnp.stack(lin_U), "V": jnp.stack(lin_V)})
     for heads in init_heads:
         if len(heads) == M:
             starts.append({"U": jnp.stack([h[0] for h in heads]),

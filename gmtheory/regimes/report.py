@@ -40,6 +40,8 @@ def report_markdown(res, *, figure: str | None = None) -> str:
               + f"; seed {prob.seed}.",
               f"Points: {len(res.points)} ({', '.join(f'{a} = {list(v)}' for a, v in prob.vary.items()) or 'no axes'}); "  # noqa: E501
               f"verdict **{res.verdict}** ({n_fail} point(s) failed); {res.seconds:.1f} s.", ""]
+    if prob.data:
+        lines += _data_lines(prob.data, prob.labels is not None)
     if figure:
         lines += [f"![regimes]({figure})", ""]
     cols = columns(res)
@@ -132,6 +134,21 @@ def _head_family(res) -> list[str]:
         lines.append(f"* {_where(p, axes)}: best model {best}, risk "
                      f"{fmt(p['best_risk'], p.get('best_risk_se'))}{note}")
     return lines + [""]
+
+
+def _data_lines(info, per_class) -> list[str]:
+    """How the mixture was fitted to the user's data, and how well it fits."""
+    comps = "+".join(map(str, info["components"]))
+    k = f"{comps} components" + (" (per class)" if per_class else "")
+    cap = (f" — at the largest number tried ({info['max_components']}): raise "
+           "data.max_components" if info.get("components_at_max") else "")
+    return [f"Data: {info['samples']} samples of {info['features']} features from "
+            f"`{info['path']}`, projected on {info['dim']} principal components "
+            f"({info['explained_variance']:.0%} of the variance); Gaussian mixture of {k} "
+            f"with full covariances, chosen by BIC on {info['train']} training samples{cap}; "
+            f"held-out log-likelihood {info['heldout_loglik']:.4g} ± "
+            f"{info['heldout_loglik_se']:.2g} per sample ({info['holdout']} samples). The "
+            "regimes below are those of the fitted mixture.", ""]
 
 
 def _where(p, axes):

@@ -100,6 +100,7 @@ class Problem:
     options: Options = field(default_factory=Options)
     seed: int = 0
     name: str = "problem"
+    data: dict | None = None   #: how the mixture was fitted to data ([data]), else None
 
     # ------------------------------------------------------------------ arrays
     @property
@@ -130,7 +131,7 @@ class Problem:
     # ------------------------------------------------------------- validation
     @classmethod
     def create(cls, *, task, weights, means, covs, noise=None, labels=None, L=None,
-               vary=None, options=None, seed=0, name="problem", source=""):
+               vary=None, options=None, seed=0, name="problem", source="", data=None):
         """Validated constructor (what :func:`problem_from_dict` calls); field paths in
         messages follow the TOML layout."""
         if task not in TASKS:
@@ -187,32 +188,63 @@ class Problem:
             L = _int_at_least(L, "L", 2, source)
         prob = cls(task=task, weights=tuple(w.tolist()), means=tuple(map(tuple, m.tolist())),
                    covs=tuple(tuple(map(tuple, ck)) for ck in c.tolist()), noise=noise,
-                   labels=labels, L=L, vary={}, options=opts, seed=int(seed), name=str(name))
+                   labels=labels, L=L, vary={}, options=opts, seed=int(seed), name=str(name),
+                   data=data)
         axes = _axes(vary or {}, prob, source)
         return dataclasses.replace(prob, vary=axes)
 
 
 # ------------------------------------------------------------------ readers
-def load_spec(path) -> Problem:
-    """Read a TOML spec (standard library ``tomllib``) into a validated :class:`Problem`."""
+def load_spec(path=None, *, data=None, labels=None, noise=None, dim=None) -> Problem:
+    """Read a TOML spec (standard library ``tomllib``) into a validated :class:`Problem`.
+
+    ``data`` (a ``.npy`` file of samples, with optional ``labels``) stands for the spec's
+    ``[data]`` (what ``gmtheory explore --data`` passes); without a spec it makes one:
+    classification when ``labels`` are given, else denoising at noise ``noise``."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
 
-    path = Path(path)
-    if not path.is_file():
-        raise SpecError(f"{path}: no such spec file; give the path of a TOML file.")
-    try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: not valid TOML ({exc}); see docs/explore.md#the-spec.") from None
-    raw.setdefault("name", path.stem)
-    return problem_from_dict(raw, source=str(path))
+    if path is None:
+        if data is None:
+            raise SpecError("spec: give SPEC.toml, or --data FILE.npy (with --labels or "
+                            "--noise) to explore your own data.")
+        raw, source = {"name": Path(data).stem}, ""
+        if labels is not None:
+            raw["task"] = "classification"
+        elif noise is None:
+            raise SpecError("--noise: denoising your data needs the noise level xi; pass "
+                            "--noise XI, or --labels FILE.npy for classification.")
+        else:
+            raw["task"] = "denoising"
+    else:
+        path = Path(path)
+        if not path.is_file():
+            raise SpecError(f"{path}: no such spec file; give the path of a TOML file.")
+        try:
+            raw = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise SpecError(f"{path}: not valid TOML ({exc}); see "
+                            "docs/explore.md#the-spec.") from None
+        raw.setdefault("name", path.stem)
+        source = str(path)
+    if data is not None:
+        if "mixture" in raw:
+            raise SpecError(f"--data: {source} gives [mixture]; drop one of them.")
+        raw["data"] = {**raw.get("data", {}), "path": str(Path(data).resolve())}
+        if labels is not None:
+            raw["data"]["labels"] = str(Path(labels).resolve())
+    if dim is not None:
+        raw.setdefault("data", {})["dim"] = dim
+    if noise is not None:
+        raw["denoising"] = {**raw.get("denoising", {}), "noise": noise}
+    return problem_from_dict(raw, source=source)
 
 
-_TOP = {"task", "name", "seed", "mixture", "denoising", "classification", "vary", "options",
-        "prompt"}
+_TOP = {"task", "name", "seed", "mixture", "data", "denoising", "classification", "vary",
+        "options", "prompt"}
+DATA_KEYS = {"path", "labels", "dim", "components", "max_components", "holdout"}
 
 
 def problem_from_dict(raw: dict, *, source: str = "") -> Problem:
@@ -223,6 +255,12 @@ def problem_from_dict(raw: dict, *, source: str = "") -> Problem:
     if "task" not in raw:
         raise _err(source, "task", f"missing; set task = one of {list(TASKS)}.")
     task = raw["task"]
+    seed = raw.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise _err(source, "seed", f"must be an integer >= 0, got {seed!r}.")
+    data_info = None
+    if "data" in raw:
+        raw, data_info = _from_data(raw, seed, source)
     mix = raw.get("mixture")
     if not isinstance(mix, dict):
         raise _err(source, "mixture", "missing; give [mixture] with weights, means and covs.")
@@ -236,13 +274,49 @@ def problem_from_dict(raw: dict, *, source: str = "") -> Problem:
     _unknown(cls_, {"labels"}, "classification", source)
     prompt = raw.get("prompt", {})
     _unknown(prompt, {"L"}, "prompt", source)
-    seed = raw.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise _err(source, "seed", f"must be an integer >= 0, got {seed!r}.")
     return Problem.create(task=task, weights=mix["weights"], means=mix["means"],
                           covs=mix["covs"], noise=den.get("noise"), labels=cls_.get("labels"),
                           L=prompt.get("L"), vary=raw.get("vary"), options=raw.get("options"),
-                          seed=seed, name=raw.get("name", "problem"), source=source)
+                          seed=seed, name=raw.get("name", "problem"), source=source,
+                          data=data_info)
+
+
+def _from_data(raw, seed, source):
+    """``[data]``: fit the mixture (gmtheory.regimes.data) and put it in ``[mixture]`` (and
+    the components' classes in ``classification.labels``)."""
+    from .data import DataError, fit_mixture, load_arrays
+
+    spec = raw["data"]
+    _unknown(spec, DATA_KEYS, "data", source)
+    if "mixture" in raw:
+        raise _err(source, "data", "given with [mixture]; keep one of them.")
+    if "path" not in spec:
+        raise _err(source, "data.path", "missing; give the .npy file of the samples.")
+    if raw.get("task") == "classification" and "labels" not in spec:
+        raise _err(source, "data.labels", "missing; classification of data needs a .npy file "
+                   "of one class label per sample.")
+    if raw.get("task") == "denoising" and "labels" in spec:
+        raise _err(source, "data.labels", "given for a denoising task; remove it or set task "
+                   "= \"classification\".")
+    if "labels" in raw.get("classification", {}):
+        raise _err(source, "classification.labels", "given with [data]; the components' "
+                   "classes come from data.labels.")
+    base = Path(source).parent if source and Path(source).is_file() else None
+    try:
+        X, y = load_arrays(spec["path"], spec.get("labels"), base=base)
+        mix, labels, info = fit_mixture(
+            X, y, dim=spec.get("dim"), components=spec.get("components"),
+            max_components=spec.get("max_components", 6), holdout=spec.get("holdout", 0.2),
+            seed=seed)
+    except DataError as exc:                 # "data.<field>: what is wrong and the fix"
+        field_, _, msg = str(exc).partition(": ")
+        raise _err(source, field_, msg) from None
+    info = {"path": str(spec["path"]), **info}
+    raw = {k: v for k, v in raw.items() if k != "data"}
+    raw["mixture"] = mix
+    if labels is not None:
+        raw["classification"] = {**raw.get("classification", {}), "labels": labels}
+    return raw, info
 
 
 # ---------------------------------------------------------------- field checks
