@@ -420,3 +420,24 @@ def test_bad_data_gets_one_clear_line(tmp_path, case, message):
         else:
             load_spec(data=tmp_path / "X.npy", noise=0.5)
     assert "\n" not in str(exc.value) and str(exc.value).split(":")[0].startswith("data")
+
+
+def test_dimension_as_an_axis(tmp_path):
+    """``vary.d`` embeds an isotropic mixture in R^d: each added coordinate is pure
+    Gaussian noise on Gaussian signal, so the MMSE grows by gamma^2 xi^2 / (gamma^2 + xi^2)
+    per coordinate and the linear gap stays."""
+    g2, xi = 0.3, 1.0
+    spec = {"task": "denoising", "mixture": {"weights": [0.5, 0.5],
+                                             "means": [[1.0, 0.5], [-1.0, -0.5]],
+                                             "covs": [g2, g2]},
+            "denoising": {"noise": xi}, "vary": {"d": [2, 5]},
+            "options": {"starts": 1, "maxiter": 20, "mc_samples": 8000, "fit_samples": 256,
+                        "heads": [1]}}
+    res = explore(spec, results_dir=tmp_path, progress=False)
+    a, b = res.points
+    assert (a["d"], b["d"]) == (2, 5) and a["verdict"] == b["verdict"] == "PASS"
+    per_coord = g2 * xi**2 / (g2 + xi**2)
+    assert b["bayes_risk"] - a["bayes_risk"] == pytest.approx(3 * per_coord, rel=1e-8)
+    assert b["linear_gap"] == pytest.approx(a["linear_gap"], rel=1e-8)
+    with pytest.raises(SpecError, match=r"vary\.d\[0\]"):
+        problem_from_dict({**spec, "vary": {"d": [1]}})

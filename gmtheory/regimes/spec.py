@@ -40,7 +40,11 @@ AXES = {
     "separation": "scales every mean about the weighted centre: m_k -> c + s (m_k - c)",
     "cov_scale": "multiplies every covariance",
     "L": "prompt length of the finite-prompt evaluation (integers >= 2)",
+    "d": ("embeds the mixture in R^d (integers >= its dimension): means padded with zeros, "
+          "each covariance extended by its mean variance on the new coordinates (an "
+          "isotropic mixture stays isotropic)"),
 }
+MAX_AXIS_DIM = 64
 _PATH = re.compile(r"^mixture\.(weights|means|covs)((?:\[\d+\])+)$")
 MAX_POINTS = 10_000
 
@@ -461,6 +465,13 @@ def _axes(raw, prob: Problem, source):
                     raise _err(source, f"{path}[{i}]", f"must be > 0, got {v}.")
         if name == "L":
             vals = tuple(_int_at_least(v, f"{path}[{i}]", 2, source) for i, v in enumerate(vals))
+        if name == "d":
+            vals = tuple(_int_at_least(v, f"{path}[{i}]", prob.dim, source)
+                         for i, v in enumerate(vals))
+            for i, v in enumerate(vals):
+                if v > MAX_AXIS_DIM:
+                    raise _err(source, f"{path}[{i}]", f"at most {MAX_AXIS_DIM} (the head "
+                               f"searches have 2 M d^2 parameters), got {v}.")
         if _PATH.match(name):
             for v in vals:  # every value must give a valid problem
                 at_point(prob, {name: v}, source=source, path=path)
@@ -490,6 +501,8 @@ def at_point(prob: Problem, point: dict, *, source: str = "", path: str = "") ->
     c = np.array(prob.covs)
     noise, L = prob.noise, prob.L
     for name, v in point.items():
+        if name == "d":
+            continue                      # applied last: the other axes index the mixture
         if name == "noise":
             noise = float(v)
         elif name == "L":
@@ -532,6 +545,23 @@ def at_point(prob: Problem, point: dict, *, source: str = "", path: str = "") ->
                 else:
                     raise _err(source, p, f"expected mixture.covs[k] or mixture.covs[k][i][j] "
                                f"with k < {K}, i, j < {d}.")
+    if "d" in point:
+        m, c = _embed(m, c, int(point["d"]))
     return dataclasses.replace(
         prob, weights=tuple(w.tolist()), means=tuple(map(tuple, m.tolist())),
         covs=tuple(tuple(map(tuple, ck)) for ck in c.tolist()), noise=noise, L=L, vary={})
+
+
+def _embed(m, c, d):
+    """The mixture ``(m, c)`` in ``R^d``: means padded with zeros, each covariance extended
+    by its mean variance ``tr(Gamma_k) / d0`` on the new coordinates."""
+    K, d0 = m.shape
+    if d == d0:
+        return m, c
+    mm = np.zeros((K, d))
+    mm[:, :d0] = m
+    cc = np.zeros((K, d, d))
+    cc[:, :d0, :d0] = c
+    s = np.trace(c, axis1=1, axis2=2) / d0
+    cc[:, d0:, d0:] = s[:, None, None] * np.eye(d - d0)
+    return mm, cc
