@@ -45,6 +45,7 @@ place, and the compiler at the end builds on :func:`relu` and :func:`relu_tail_b
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import jax
@@ -322,8 +323,15 @@ def square(x, m: int, beta=None):
     return out, Resources(3 * m, m, beta)
 
 
+def _levels(m) -> int:
+    if isinstance(m, bool) or not isinstance(m, int | np.integer) or m < 0:
+        raise ValueError(f"m: the number of levels must be an integer >= 0, got {m!r}.")
+    return int(m)
+
+
 def square_bound(m: int, beta=None) -> float:
     """``4^{-(m+1)} + 8 c / beta`` on ``[0, 1]``."""
+    m = _levels(m)
     beta = beta_for_levels(m) if beta is None else beta
     return 4.0 ** (-(int(m) + 1)) + 8.0 * RELU_C / _check_beta(beta)
 
@@ -333,6 +341,7 @@ def multiply(x, y, m: int, beta=None):
 
     Returns ``(out, Resources)``: three squarings in parallel (``9m`` heads, ``m`` layers).
     """
+    _levels(m)
     x = as_float_array(x, "x")
     y = as_float_array(y, "y")
     if x.shape != y.shape:
@@ -448,11 +457,16 @@ class NetworkResources:
         return int(sum(self.heads_per_layer))
 
 
+# inputs of every scale, both signs, and above 6 (where relu6 and other clipped ReLUs part
+# from ReLU): an activation is taken for ReLU only if it equals max(x, 0) on all of them
+_PROBE = np.array([-1e6, -1e3, -10.0, -2.0, -0.5, -1e-3, 0.0, 1e-3, 0.25, 3.0, 5.999, 6.0,
+                   6.5, 10.0, 1e3, 1e6])
+
+
 def _is_relu(f) -> bool:
-    probe = np.array([-2.0, -0.5, 0.0, 0.25, 3.0])
     try:
-        return f is jax.nn.relu or bool(np.array_equal(np.asarray(f(jnp.asarray(probe))),
-                                                       np.maximum(probe, 0.0)))
+        return f is jax.nn.relu or bool(np.array_equal(
+            np.asarray(f(jnp.asarray(_PROBE)), float), np.maximum(_PROBE, 0.0)))
     except Exception:  # noqa: BLE001 - a non-array activation is simply not ReLU
         return False
 
@@ -462,16 +476,21 @@ def _layers_from(layers):
     if hasattr(layers, "layers") and hasattr(layers, "activation"):  # equinox.nn.MLP
         mlp = layers
         if not _is_relu(mlp.activation):
-            raise ValueError("layers: the MLP's activation is not ReLU; the compiler emulates "
-                             "ReLU only (build it with activation=jax.nn.relu).")
+            raise ValueError("layers: the MLP's activation is not ReLU (tested on inputs from "
+                             "-1e6 to 1e6, above 6 included: relu6 and clipped ReLUs are not "
+                             "ReLU); the compiler emulates ReLU only (build it with "
+                             "activation=jax.nn.relu).")
         final = getattr(mlp, "final_activation", None)
-        probe = np.array([-2.0, -0.5, 0.0, 0.25, 3.0])
-        if final is not None and not np.array_equal(np.asarray(final(jnp.asarray(probe))),
-                                                    probe):
+        if final is not None and not np.array_equal(
+                np.asarray(final(jnp.asarray(_PROBE)), float), _PROBE):
             raise ValueError("layers: the MLP's final_activation must be the identity "
                              "(the compiled network has no activation after the last layer).")
         out = []
-        for lin in mlp.layers:
+        for i, lin in enumerate(mlp.layers):
+            if np.iscomplexobj(lin.weight) or (lin.bias is not None
+                                               and np.iscomplexobj(lin.bias)):
+                raise ValueError(f"layers: the MLP's layer {i} has complex weights; the "
+                                 "compiler takes real networks.")
             W = np.asarray(lin.weight, float)
             if W.ndim == 1:  # 'scalar' in/out sizes
                 W = W.reshape(-1, 1) if lin.in_features == "scalar" else W.reshape(1, -1)
@@ -486,6 +505,8 @@ def _layers_from(layers):
     for i, wb in enumerate(layers):
         if len(wb) != 2:
             raise ValueError(f"layers[{i}]: expected a pair (W, b), got {len(wb)} items.")
+        if np.iscomplexobj(wb[0]) or np.iscomplexobj(wb[1]):
+            raise ValueError(f"layers[{i}]: W and b must be real, got complex values.")
         W, b = np.asarray(wb[0], float), np.asarray(wb[1], float)
         if W.ndim != 2:
             raise ValueError(f"layers[{i}]: W must be 2-D (out, in), got shape {W.shape}.")
@@ -517,6 +538,27 @@ def _box(lo, hi, d_in):
         raise ValueError(f"lo, hi: need lo < hi in every coordinate (a non-empty box), got "
                          f"lo={lo.tolist()}, hi={hi.tolist()}.")
     return lo.copy(), hi.copy()
+
+
+def _roundoff_bound(layers, lo, hi, u: float):
+    """A first-order bound, per output, on the floating-point round-off of evaluating the
+    compiled network on the box (unit round-off ``u``: ``jnp.finfo(dtype).eps``).  Each
+    layer's ``W h + b`` errs by at most ``gamma_{n+1} (|W| |h| + |b|)`` (Higham's bound for a
+    dot product of length ``n``, ``gamma_k = k u / (1 - k u)``), the attention ReLU adds at
+    most ``4 u`` times its input's magnitude (softmax of two scores, one product), ReLU is
+    1-Lipschitz, and errors propagate through ``|W|``; magnitudes come from interval
+    arithmetic on the box."""
+    M = np.maximum(np.abs(lo), np.abs(hi))                    # |h_0| bound per input
+    e = np.zeros_like(M)
+    for i, (W, b) in enumerate(layers):
+        n = W.shape[1]
+        gamma = (n + 1) * u / (1 - (n + 1) * u)
+        A = np.abs(W) @ M + np.abs(b)                         # |W h + b| bound
+        e = np.abs(W) @ e + gamma * A
+        if i < len(layers) - 1:                               # a hidden layer: ReLU
+            e = e + 4 * u * A
+            M = A
+    return e
 
 
 def relu_network_bound(layers, lo, hi, betas):
@@ -567,7 +609,11 @@ class CompiledNetwork:
         self.lo, self.hi = lo, hi
         self.betas = tuple(float(b) for b in betas)
         self.eps = eps
-        self.output_bounds = relu_network_bound(self.layers, lo, hi, self.betas)
+        # the emulation's bound (exact arithmetic) plus the round-off of the float type in
+        # use (_roundoff_bound), so that the certified bound holds for the computed outputs
+        self.dtype = jnp.zeros(()).dtype
+        self.roundoff = _roundoff_bound(self.layers, lo, hi, float(jnp.finfo(self.dtype).eps))
+        self.output_bounds = relu_network_bound(self.layers, lo, hi, self.betas) + self.roundoff
         self.bound = float(np.max(self.output_bounds))
         widths = tuple(int(W.shape[0]) for W, _ in self.layers[:-1])
         self.resources = NetworkResources(widths, len(widths),
@@ -582,6 +628,13 @@ class CompiledNetwork:
         if x.ndim != 2 or x.shape[1] != self.d_in:
             raise ValueError(f"x: expected shape (n, {self.d_in}), got {tuple(x.shape)}.")
         check_finite(x, "x")
+        if not isinstance(x, jax.core.Tracer):
+            xs = np.asarray(x)
+            out = int(np.sum(np.any((xs < self.lo) | (xs > self.hi), axis=1)))
+            if out:
+                warnings.warn(f"x: {out} of {xs.shape[0]} point(s) lie outside the box lo="
+                              f"{self.lo.tolist()}, hi={self.hi.tolist()}; the certified bound "
+                              "holds only inside it.", stacklevel=3)
         return x
 
     def __call__(self, x):
@@ -650,14 +703,23 @@ def compile_relu_network(layers, lo, hi, *, eps=None, beta=None) -> CompiledNetw
         for v in betas:
             _check_beta(float(v))
         return CompiledNetwork(layers, lo, hi, betas.tolist())
+    if isinstance(eps, bool) or not isinstance(eps, int | float | np.integer | np.floating):
+        raise ValueError(f"eps: expected a positive number (the target sup error), got "
+                         f"{eps!r} of type {type(eps).__name__}.")
     if not (np.isfinite(eps) and eps > 0):
         raise ValueError(f"eps: must be a positive finite error target, got {eps}.")
     eps = float(eps)
+    dtype = jnp.zeros(()).dtype
+    r = float(np.max(_roundoff_bound(layers, lo, hi, float(jnp.finfo(dtype).eps))))
+    if r >= eps:
+        raise ValueError(f"eps: {eps:g} is below what {dtype} can certify on this box (its "
+                         f"round-off alone is up to {r:.2g}); enable float64 with "
+                         "gmtheory.enable_x64(), or pass a larger eps.")
     if n_hidden == 0:
         return CompiledNetwork(layers, lo, hi, [], eps)
 
     def total(bs):
-        return float(np.max(relu_network_bound(layers, lo, hi, bs)))
+        return float(np.max(relu_network_bound(layers, lo, hi, bs))) + r
 
     if total([_BETA_RANGE[1]] * n_hidden) > eps:
         raise ValueError(f"eps: {eps:g} is below what beta <= {_BETA_RANGE[1]:g} certifies "

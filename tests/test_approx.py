@@ -256,3 +256,77 @@ def test_a_broken_max_head_fails_its_check_instead_of_raising(monkeypatch):
     (res,) = run_checks([c for c in select_checks(None) if c.id == "approx.max-one-head-gap"],
                         progress=False)
     assert res.error is None and res.verdict == "FAIL"
+
+
+# ------------------------------------- issue 43, item 7: the compiler's guarantees ----
+
+def test_compiler_rejects_relu6_and_clipped_relus():
+    import equinox as eqx
+
+    for act in (jax.nn.relu6, lambda x: jnp.clip(x, 0.0, 100.0)):
+        mlp = eqx.nn.MLP(2, 1, 4, 1, activation=act, key=jax.random.PRNGKey(0))
+        with pytest.raises(ValueError, match="activation is not ReLU"):
+            A.compile_relu_network(mlp, -1.0, 1.0, eps=0.1)
+
+
+def test_compiler_names_each_bad_argument():
+    W1, b1 = np.ones((2, 2)), np.zeros(2)
+    layers = [(W1, b1), (np.ones((1, 2)), np.zeros(1))]
+    with pytest.raises(ValueError, match=r"^eps: expected a positive number.*'0\.1'"):
+        A.compile_relu_network(layers, -1.0, 1.0, eps="0.1")
+    with pytest.raises(ValueError, match=r"layers\[0\]: W and b must be real"):
+        A.compile_relu_network([(W1 + 1j, b1), layers[1]], -1.0, 1.0, eps=0.1)
+    for call in (lambda: A.multiply(0.5, 0.5, -1), lambda: A.multiply_bound(-1),
+                 lambda: A.square_bound(1.5)):
+        with pytest.raises(ValueError, match="^m: the number of levels"):
+            call()
+    from gmtheory import approx_compose as C
+
+    x = C.variables([-1.0], [1.0])[0]
+    with pytest.raises(ValueError, match="^m: the number of levels"):
+        C.multiply(x, x, m=-1)
+
+
+def test_compiled_network_warns_outside_its_box():
+    net = A.compile_relu_network([(np.eye(2), np.zeros(2)), (np.ones((1, 2)), np.zeros(1))],
+                                 -1.0, 1.0, eps=0.05)
+    with pytest.warns(UserWarning, match="outside the box"):
+        net(np.array([[0.5, 0.5], [2.0, 0.0]]))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        net(np.array([[0.5, -0.5]]))
+
+
+def test_float32_results_are_certified_or_refused():
+    """In float32 the certified bound includes the round-off (it held to 1.006e-6 against a
+    bound of 1e-6 before), or the compiler refuses an eps that float32 cannot certify."""
+    import subprocess
+    import sys
+
+    code = r"""
+import jax, numpy as np
+assert not jax.config.x64_enabled
+from gmtheory import approx as A
+rng = np.random.default_rng(0)
+layers = [(rng.normal(size=(8, 3)), rng.normal(size=8)), (rng.normal(size=(8, 8)) / 3,
+          rng.normal(size=8)), (rng.normal(size=(1, 8)), rng.normal(size=1))]
+try:
+    A.compile_relu_network(layers, -1.0, 1.0, eps=1e-6)
+    raise SystemExit("float32 accepted eps = 1e-6")
+except ValueError as e:
+    assert "enable float64" in str(e), e
+net = A.compile_relu_network(layers, -1.0, 1.0, eps=1e-2)
+x = rng.uniform(-1, 1, size=(20000, 3)).astype(np.float32)
+h = x.astype(float)                      # the exact ReLU network, in NumPy float64
+for W, b in layers[:-1]:
+    h = np.maximum(h @ W.T + b, 0.0)
+ref = h @ layers[-1][0].T + layers[-1][1]
+err = float(np.max(np.abs(np.asarray(net(x), float) - ref)))
+assert err <= net.bound and net.roundoff.max() > 0, (err, net.bound)
+print("ok", err, net.bound)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**__import__("os").environ, "JAX_ENABLE_X64": "0"}, timeout=300)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]

@@ -227,6 +227,9 @@ def check_20():
         agreement(resid_worst, 1e-10, "reference: u12, v22, P_K v21 and "
                   "U11 P_K stay <= 1e-10 (invariance is exact; the residual is round-off)",
                   name="max distance from T_K"),
+        lower_bound(smallest(h["resid"]), 0.0, "the distance from T_K is a norm: >= 0 at "
+                    "every recorded step (a negative one is a wrong computation)",
+                    name="min distance from T_K"),
         count(det["dim_K"], 2, "Prop. B.35: Gamma = diag(1..5) distinct and m on two "
               "eigenvectors, so dim K = 2 (numerical rank of the Krylov matrix)", name="dim K"),
         upper_bound(drift_worst, drift_bound, "GD moves |U11|^2 - |v21|^2 by "
@@ -314,7 +317,7 @@ def check_22():
     ratio = smallest(L / (C1 * norms))
     return Outcome(
         agreement(err, 1e-12, "Lemma B.6 closed form vs scipy.quad at 1e-13 (reference: "
-                  "1e-12)", name="E[X_+] rel. error"),
+                  "1e-12)", name="E[X_+] rel. error", relative=True),
         lower_bound(ratio, 1.0, "Lemma B.32: L(w) >= C1 |w| for every w", name="min L / (C1 |w|)"),
         details={"C1": C1, "M": M, "min_L_over_C1_w": float(ratio)})
 
@@ -427,5 +430,5 @@ def check_23():
                   "lda.sgd_noise_floor's eigen formula against SciPy's discrete Lyapunov "
                   "solve of the linearised SGD, from the same Hessian at the Bayes point: "
                   "float64 round-off, 1e-6 relative (fixed before the run)",
-                  name="noise floor: max relative |formula - Lyapunov| (mean, sd)"),
+                  name="noise floor: max relative |formula - Lyapunov| (mean, sd)", relative=True),
         details=det)
