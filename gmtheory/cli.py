@@ -148,7 +148,7 @@ def cmd_run(args) -> int:
 
 def cmd_explore(args) -> int:
     from .regimes import explore, load_spec
-    from .regimes.report import columns, fmt
+    from .regimes.report import columns, data_summary, fmt
 
     prob = load_spec(args.spec, data=args.data, labels=args.labels, noise=args.noise,
                      dim=args.dim)
@@ -162,11 +162,7 @@ def cmd_explore(args) -> int:
     axes = list(prob.vary)
     cols = columns(res)
     if prob.data:
-        i = prob.data
-        print(f"{prob.name}: {i['samples']} samples of {i['features']} features -> "
-              f"{i['dim']} principal components ({i['explained_variance']:.0%} of the "
-              f"variance); held-out log-likelihood {i['heldout_loglik']:.4g} ± "
-              f"{i['heldout_loglik_se']:.2g} per sample")
+        print(data_summary(prob))
     print(f"{prob.name}: {prob.task}, d = {prob.dim}, K = {prob.n_components}; "
           f"{len(res.points)} point(s) in {res.seconds:.1f} s")
     print("  ".join(f"{c:>12}" for c in axes + [k for k, _ in cols] + ["verdict"]))
@@ -523,16 +519,11 @@ def build_parser() -> argparse.ArgumentParser:
                                         "Bayes, linear attention, softmax heads")
     sp.add_argument("spec", metavar="SPEC.toml", nargs="?", default=None,
                     help="the problem (docs/explore.md); optional with --data")
-    sp.add_argument("--data", metavar="FILE.npy", default=None,
-                    help="your own samples (n, d): projected to d <= 16 and fitted by a "
-                         "Gaussian mixture (needs the extra gmtheory[data]; "
-                         "docs/explore.md#your-own-data)")
-    sp.add_argument("--labels", metavar="FILE.npy", default=None,
-                    help="one class label per sample of --data: a classification problem")
-    sp.add_argument("--noise", type=float, default=None,
-                    help="the denoising noise level xi for --data without labels")
-    sp.add_argument("--dim", type=int, default=None,
-                    help="project --data on this many principal components (1..16)")
+    sp.add_argument("--data", metavar="FILE.npy", help="your own samples (n, d), fitted by "
+                    "a Gaussian mixture in <= 16 dimensions (docs/explore.md#your-own-data)")
+    sp.add_argument("--labels", metavar="FILE.npy", help="one class per sample of --data")
+    sp.add_argument("--noise", type=float, help="noise level xi (--data without labels)")
+    sp.add_argument("--dim", type=int, help="principal components kept of --data (1..16)")
     sp.add_argument("--out", default=None,
                     help="folder for explore.json, report.md and regimes.png "
                          "(default explore-NAME)")

@@ -156,7 +156,7 @@ def combined_z(a, se_a, b, se_b):
     return diff / se
 
 
-def resolved_agreement(a, err_a, b, err_b, z_max, why, *, name):
+def resolved_agreement(a, err_a, b, err_b, z_max, *, why, name):
     """``|a - b| / sqrt(err_a^2 + err_b^2) <= z_max`` as an agreement that states its
     resolution: the smallest relative error in ``a`` it is sure to detect,
     ``(z_max sqrt(err_a^2 + err_b^2) + |a - b|) / |a|``."""

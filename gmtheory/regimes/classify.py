@@ -208,14 +208,14 @@ def classification_limit(prob, key) -> tuple[dict, list]:
     cmp.append(resolved_agreement(
         out["bayes_error"], out["bayes_error_se"], out["bayes_error_mc"],
         out["bayes_error_mc_se"], Z_SE,
-        "bayes_error against the counted mistakes of the Bayes rule on fresh labelled "
+        why="bayes_error against the counted mistakes of the Bayes rule on fresh labelled "
         "samples (posteriors from GaussianMixture.component_log_prob; Agresti-Coull SE of "
         "the count): within 4 combined errors (with the quadrature's measured error)",
         name="bayes_error |z| (vs counted MC)"))
     cmp.append(resolved_agreement(
         out["bayes_risk"], out["bayes_risk_se"], out["bayes_risk_mc"],
         out["bayes_risk_mc_se"], Z_SE,
-        "bayes_risk (the conditional entropy) against the mean of -log P(class | X) on the "
+        why="bayes_risk (the conditional entropy) against the mean of -log P(class | X) on the "
         "same fresh labelled samples: within 4 combined errors",
         name="bayes_risk |z| (vs MC of -log P(class | X))"))
 

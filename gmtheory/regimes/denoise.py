@@ -159,7 +159,7 @@ def denoising_limit(prob, key) -> tuple[dict, list]:
         out["bayes_method"] = f"posterior trace, {est.method}"
     cmp.append(resolved_agreement(
         out["bayes_risk"], out["bayes_risk_se"], mc_b, mc_b_se, Z_SE,
-        "bayes_risk against an independent Monte Carlo of |f(Z) - X|^2 with the Tweedie "
+        why="bayes_risk against an independent Monte Carlo of |f(Z) - X|^2 with the Tweedie "
         "denoiser (autodiff of log p_Z) on fresh samples: within 4 combined errors (the "
         "MC SE and the quadrature's measured error)",
         name="MMSE |z| (bayes_risk vs Tweedie MC)"))

@@ -136,6 +136,15 @@ def _head_family(res) -> list[str]:
     return lines + [""]
 
 
+def data_summary(prob) -> str:
+    """One line on how well the mixture fitted to the user's data describes them."""
+    i = prob.data
+    return (f"{prob.name}: {i['samples']} samples of {i['features']} features -> {i['dim']} "
+            f"principal components ({i['explained_variance']:.0%} of the variance); held-out "
+            f"log-likelihood {i['heldout_loglik']:.4g} ± {i['heldout_loglik_se']:.2g} per "
+            "sample")
+
+
 def _data_lines(info, per_class) -> list[str]:
     """How the mixture was fitted to the user's data, and how well it fits."""
     comps = "+".join(map(str, info["components"]))

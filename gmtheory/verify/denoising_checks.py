@@ -91,10 +91,10 @@ def check_bayes():
     return Outcome(
         agreement(tw, 1e-12, "eq. (10) and the Tweedie form z + xi^2 grad log p_Z (autodiff) "
                   "are the same function computed two ways: float64 round-off (stricter than "
-                  "the reference's 1e-8)", name="Tweedie rel. error"),
+                  "the reference's 1e-8)", name="Tweedie rel. error", relative=True),
         agreement(gh_err, 1e-8, "GH posterior mean E[X phi(z-X)] / E[phi(z-X)] of order 60 "
                   "on an entire integrand; the reference's quadrature tolerance 1e-8",
-                  name="Gauss-Hermite rel. error"),
+                  name="Gauss-Hermite rel. error", relative=True),
         mc,
         agreement(far, 1e-6, "Remark C.2, xi = 1e4: f* - sum pi_k m_k = O(|z|, |m|) / xi^2 "
                   "~ 1e-8 x O(10); 1e-6 leaves that factor", name="limit xi -> inf"),
@@ -129,7 +129,7 @@ def check_eq11():
     return Outcome(
         agreement(eq, 1e-13, "equal norms: (10) and (11) are the same quantity by two "
                   "formulas; float64 round-off (the reference's 1e-13)",
-                  name="equal norms rel. error"),
+                  name="equal norms rel. error", relative=True),
         lower_bound(neq, 1e-3, "unequal norms (|m2| = 1.5 |m1|): the offsets "
                     "-m_k^T S^-1 m_k / 2 differ by O(|m|^2 / s) = O(1) in the logits, so the "
                     "two formulas must differ by far more than round-off; 1e-3 is ten orders "
@@ -213,9 +213,10 @@ def check_two_heads():
         cond = largest(cond, c1, c2, c3)
     return Outcome(
         agreement(worst, 1e-12, "T_1 + T_2 = f* exactly (App. C.6); float64 round-off, the "
-                  "reference's 1e-12", name="max rel. error to f*"),
+                  "reference's 1e-12", name="max rel. error to f*", relative=True),
         agreement(cond, 1e-12, "(C1), (C2)/(C2') and (C3) are exact linear-algebra identities "
-                  "of the construction; float64 round-off", name="conditions rel. error"),
+                  "of the construction; float64 round-off", name="conditions rel. error",
+                  relative=True),
         details={"f_star_error": float(worst), "conditions_error": float(cond)})
 
 
@@ -265,7 +266,8 @@ def check_single_head():
         upper_bound(two, 1e-10, "the App. C.6 two-head construction at the same parameters "
                     "reaches the Bayes risk (reference: <= 1e-10)", name="two-head excess"),
         agreement(exact, 1e-13, "gamma^2 = xi^2: U = S^-1, V = I/2 reproduces f* exactly; "
-                  "float64 round-off, the reference's 1e-13", name="gamma = xi rel. error"),
+                  "float64 round-off, the reference's 1e-13", name="gamma = xi rel. error",
+                  relative=True),
         count(only_xi, 1, "sympy (gmtheory.derivations.denoising, step 6): conditions "
               "(1)-(3) of Prop. C.4, solved for a general 2x2 head, admit gamma^2 = xi^2 and "
               "nothing else", name="solution set is {xi^2}"),
@@ -366,9 +368,10 @@ def check_degenerate():
     return Outcome(
         agreement(errs["independent"], 1e-12, "Prop. C.3, independent means: the two-head "
                   "construction is f* = sum beta_k m_k exactly; float64 round-off",
-                  name="two heads rel. error"),
+                  name="two heads rel. error", relative=True),
         agreement(errs["opposite"], 1e-12, "Prop. C.3, opposite means: the one-head "
-                  "construction is f* exactly; float64 round-off", name="one head rel. error"),
+                  "construction is f* exactly; float64 round-off", name="one head rel. error",
+                  relative=True),
         lower_bound(best, 1e-4, "d = 2, independent means: one head forces VU = 0, V "
                     "invertible, U = 0, a constant gate, so it cannot be exact; the best of 20 "
                     "L-BFGS fits (GH order 24) stays >= 1e-4, eight orders above the "
@@ -423,7 +426,7 @@ def check_transition():
     return Outcome(
         agreement(rel_err, 1e-4, "(a) lambda = 1: |u_n| / sqrt(3/(2n)) - 1 at "
                   "n = 1e5; the next term of the expansion is O(log n / n) ~ 1e-4 (the "
-                  "reference's 1e-4)", name="lambda = 1 rel. error"),
+                  "reference's 1e-4)", name="lambda = 1 rel. error", relative=True),
         upper_bound(collapsed, 1e-12, "(a) lambda = 0.75: |u_n| <= lambda^(2n) "
                     "|u_0| = 0.5625^200 ~ 1e-50 after 200 steps; 1e-12 is far above it",
                     name="lambda < 1: max |z_200|"),

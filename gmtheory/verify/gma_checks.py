@@ -166,7 +166,7 @@ def check_infinite_prompt_limit():
                   "against the limit with responsibilities written from the densities, same "
                   f"order-{ORDER} nodes: float64 round-off of sums of O(1) terms",
                   name="max rel |limit (gma.routes) - limit (explicit routing)|",
-                  cases=routing_diff.cases),
+                  cases=routing_diff.cases, relative=True),
         details={"slope": fit.slope, "slope_stderr": fit.stderr, "r2": fit.r2, "L": LS,
                  "forms": [PROMPT_FORMS[i % len(PROMPT_FORMS)] for i in range(len(LS))],
                  "routing_difference": routing,
@@ -237,7 +237,7 @@ def check_layer_forms():
         agreement(err, 1e-11, "the scans reorder the sums of R_q R_k^T V (prefix sums, chunk "
                   "by chunk) of N = 40 terms of size O(1): float64 round-off, ~1e-14, with the "
                   "margin of tests/test_gma.py (rtol 1e-11)",
-                  name="max rel. error, linear-time forms vs O(N^2) definition"),
+                  name="max rel. error, linear-time forms vs O(N^2) definition", relative=True),
         agreement(err_r, 1e-12, "log-sum-exp of the same Gaussian log-densities computed two "
                   "ways (gma's centred quadratic form vs an explicit precision matrix and "
                   "slogdet): float64 round-off on probabilities in [0, 1]",

@@ -55,11 +55,12 @@ def check_mp():
     return Outcome(
         agreement(sampled_worst, 0.02, "sampled (1/d) tr(xI + W^T W/k)^-1 at d = 600: "
                   "fluctuation and bias O(1/d) ~ 0.2%; 2% allows constants up to 10",
-                  name="max relative |sampled - M_kappa|"),
+                  name="max relative |sampled - M_kappa|", relative=True),
         agreement(fixed_worst, 1e-12, "closed-form root of the fixed-point quadratic: float64 "
                   "round-off on O(1) values, ~1e4 eps", name="max fixed-point residual"),
         agreement(fd_worst, 1e-7, "relative central-difference error with h = 1e-6 x: "
-                  "O((h/x)^2) + O(eps x / h) ~ 1e-10..1e-9", name="max relative |dM - FD|"),
+                  "O((h/x)^2) + O(eps x / h) ~ 1e-10..1e-9", name="max relative |dM - FD|",
+                  relative=True),
         details=det)
 
 
@@ -115,16 +116,18 @@ def check_limits():
                   "e - limit = c1 s + O(s^2) with s = 1/tau = 1/kappa and the analytic c1 "
                   "(|c1| / limit ~ 1), so the tolerance is twice the first-order term "
                   "2 |c1| 1e-8 / limit (+1e-14 round-off; the smaller of the two cases)",
-                  name="large tau, kappa: relative |e - limit|"),
+                  name="large tau, kappa: relative |e - limit|", relative=True),
         agreement(first_order, 1e-4,
                   "at tau = kappa = 1e6, 1e6 (e - limit) against the analytic c1: the O(s^2) "
                   "remainder is 1e-6 relative (x a coefficient ratio <= 1e2); round-off on a "
-                  "1e-7 difference of O(1) values ~1e-9", name="relative |1e6 (e - limit) - c1|"),
+                  "1e-7 difference of O(1) values ~1e-9", name="relative |1e6 (e - limit) - c1|",
+                  relative=True),
         agreement(ridge_rel, 1e-8,
                   "ridge lambda = 1e-10 vs ridgeless, raw relative gap: e moves at first order "
                   "in lambda (next comparison); 1e-8 = 1e2 lambda allows |d log e / d lambda| "
                   "<= 1e2 with tau kept 0.6 from the divergence at tau = 1; brentq resolves "
-                  "the ridge root to 4 eps", name="ridge (1e-10) vs ridgeless: relative gap"),
+                  "the ridge root to 4 eps", name="ridge (1e-10) vs ridgeless: relative gap",
+                  relative=True),
         agreement(ridge_lin, 1e-3,
                   "the gap is linear in lambda: 100 (e(1e-10) - e0) / (e(1e-8) - e0) = 1 up "
                   "to O(lambda) ~ 1e-8 and round-off on a 1e-10 difference (1e-6 relative per "

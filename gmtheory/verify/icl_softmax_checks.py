@@ -58,7 +58,8 @@ def _limit_comparison():
     return agreement(worst, 1e-10, "Prop. 2.1 (operators.softmax_attention_limit on the "
                      "one-component mixture N(0, Sigma_w) in R^{d+1}) against the tilt written "
                      "by hand, 4 random heads and tasks, d = 6: float64 round-off of O(1) "
-                     "sums, ~1e2 eps", name="limit: max rel |Prop. 2.1 - closed form|")
+                     "sums, ~1e2 eps", name="limit: max rel |Prop. 2.1 - closed form|",
+                     relative=True)
 
 
 @register_check(

@@ -209,9 +209,10 @@ def check_07():
     return Outcome(
         agreement(largest(errs), 1e-12, "two closed forms in float64 (Prop. 2.1 on the "
                   "(d+1)-dim degenerate mixture vs eqs. (6)-(7)): round-off",
-                  name="last coordinate vs f_theta, rel. error"),
+                  name="last coordinate vs f_theta, rel. error", relative=True),
         agreement(largest(vec_errs), 1e-12, "Prop. 2.1 vs the Lemma B.1 vector for y in "
-                  "{-1, 0, 1}, float64 round-off", name="Lemma B.1 vector, rel. error"),
+                  "{-1, 0, 1}, float64 round-off", name="Lemma B.1 vector, rel. error",
+                  relative=True),
         mc,
         details={"last_coordinate": float(largest(errs)),
                  "lemma_b1_vector": float(largest(vec_errs)), "mc_worst": mc.measured,
@@ -241,7 +242,7 @@ def check_08():
         err = largest(err, _rel(x @ w + b, odds))
     return Outcome(agreement(err, 1e-12, "closed form vs density ratio (SciPy's Gaussian "
                              "densities), float64 round-off",
-                             name="rel. error of w*^T x + b*"))
+                             name="rel. error of w*^T x + b*", relative=True))
 
 
 # ---------------------------------------------------------------- check 9 -------------

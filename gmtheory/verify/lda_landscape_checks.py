@@ -327,7 +327,7 @@ def check_14():
                   name="max |grad R(0)|"),
         agreement(abs(line.intercept - pred) / abs(pred), 1e-9, "Lemma B.22 is an exact "
                   "identity: the slope equals -2 |grad_w R~|^2 |Gamma dv21|^2 up to round-off",
-                  name="B.22 slope, rel. error"),
+                  name="B.22 slope, rel. error", relative=True),
         agreement(abs(line.slope) / abs(pred), 1e-9, "Lemma B.22: D^2R[h_t, h_t] is affine in "
                   "t (the t^2 coefficient vanishes) up to round-off",
                   name="B.22 t^2 coefficient / |slope|"),
@@ -492,10 +492,11 @@ def check_16():
                   name="max kernel angle (rad)"),
         *counts,
         agreement(worst_fd, 1e-6, "FD of the analytic gradient (h = 1e-5): O(h^2) + "
-                  "O(eps/h) ~ 1e-10; the reference's 1e-6", name="Hessian vs FD, rel. error"),
+                  "O(eps/h) ~ 1e-10; the reference's 1e-6", name="Hessian vs FD, rel. error",
+                  relative=True),
         agreement(worst_b12, 1e-8, "Prop. B.12 form E[eta(1-eta) grad g grad g^T] by x-space "
                   "GH vs the projected Hessian: two quadratures, the reference's 1e-8",
-                  name="Hessian vs Prop. B.12 form, rel. error"),
+                  name="Hessian vs Prop. B.12 form, rel. error", relative=True),
         details=det)
 
 

@@ -1,8 +1,9 @@
 """Why a function of the perturbation test (:mod:`gmtheory.verify.mutation`) is not
 caught: the reasons, measured and kept apart from the machinery that measures them.
 
-* :data:`UNCHECKED` — functions that no check FAILs on at delta = 0.1 (or that no check
-  calls), each with its reason;
+* :data:`UNCHECKED` — functions that no check FAILs on at delta = 2e-2 (the resolution the
+  perturbation test asks for; *coarse*: caught at 0.1 only) or that no check calls, each
+  with its reason;
 * :data:`NO_FLOAT` — functions whose output has no floating-point value to break;
 * :data:`FLIP_REASONS` — functions whose sign flip no check catches, each with its reason:
   another correct output (a symmetry, a draw of a symmetric law), or a gap that is open
@@ -23,6 +24,12 @@ _ICL09 = ("not caught at 10 % (measured): icl.09 compares the isotropic head's M
           "error with the derived optimum within t SE plus the delta method's next order, "
           "3 g^2 V e^t / l, which at l = 8..128 is as large as a 10 % change; a comparison "
           "at longer prompts, where that allowance is small, is open (issue 29)")
+_ICL_RUNS = ("open (issue 42, converged runs that the checks read): {}, so a 2 % error is "
+             "inside their resolution (caught at 10 %)")
+_READING = ("a reading of a trained GMA model's routing, drawn by the gma-lm and gma-ablations "
+            "figures: no theory value to compare with, so no check calls it; "
+            "tests/test_gma_readings.py compares it with SciPy, scikit-learn or Python's "
+            "character classes")
 UNCHECKED: dict[str, str] = {
     "approx.max_network": _APPROX,
     "approx.min_relu_tree": _APPROX + " (min x = -max(-x): the max forms are checked)",
@@ -43,7 +50,9 @@ UNCHECKED: dict[str, str] = {
     "approx.multiply_bound": _APPROX + "; the measured error is 0.61 of the bound",
     "approx.relu_network_bound": _APPROX + "; the compiled networks' errors stay below 90 % "
                                  "of the certified bound",
-    "approx.relu_tail_bound": _APPROX + "; it enters only relu_network_bound (above)",
+    "approx.square_bound": ("a proven bound, caught at 10 % but not at 2 %: the measured "
+                            "squaring error comes within 10 % of it, not within 2 %; a bound "
+                            "can only be caught where it is that tight"),
     "denoising.single_head_search": ("it returns the best single-head fit; its excess is "
                                      "tested as a lower bound (far above the two-head "
                                      "construction), which a 10 % change keeps"),
@@ -87,9 +96,42 @@ UNCHECKED: dict[str, str] = {
                                    "is still round-off"),
     "lda.reduced_loss": ("tested only by the coercivity lower bound L(w) >= C1 |w| (Lemma "
                          "B.32), measured 1.45 times the bound; a larger L is still coercive"),
-    "operators.finite_prompt_variance": ("operator.06 compares it with L MSE of 256 prompts "
-                                         "within 4 SE; that SE is ~9 % of L MSE, so 10 % is "
-                                         "about one SE"),
+    "operators.finite_prompt_variance": ("open: operator.06 compares it with L MSE of 256 "
+                                         "prompts in the equivalence form at a tolerance of "
+                                         "50 %, the power those heavy-tailed squared errors "
+                                         "give (t SE ~ 1/4 of the prediction); a precise "
+                                         "check (a Monte Carlo of the delta-method integrand) "
+                                         "is open"),
+    "gma_analysis.limit_variance": ("open: gma.01 compares L E|error|^2 with this "
+                                    "delta-method constant to a factor (|diff| + t SE within "
+                                    "the constant: 256 prompts of a heavy-tailed second "
+                                    "moment leave t SE at a third of it); a precise check is "
+                                    "open"),
+    "hermite.equivalence_error": _ICL_RUNS.format(
+        "icl.05 reads the quick icl-equivalence run (6 paired trials at d = 16 and 32): its "
+        "d -> inf ratios carry SEs of 1-8 %"),
+    "icl.pretrain": _ICL_RUNS.format("icl.06 extrapolates 16 trials at d = 12 and 24 to "
+                                     "d -> inf with SEs of 2-9 %"),
+    "icl.ridge_cg": _ICL_RUNS.format("the pretraining checks icl.04-06 and icl.08 compare "
+                                     "extrapolated Monte Carlo errors with SEs of 2-9 %"),
+    "icl.ridge_solve": _ICL_RUNS.format("the pretraining checks icl.04-06 compare "
+                                        "extrapolated Monte Carlo errors with SEs of 2-9 %, "
+                                        "and icl.07 the authors' 20-trial data to half the "
+                                        "curve's peak"),
+    "icl.sample_statistics": _ICL_RUNS.format("the pretraining checks icl.04-06 compare "
+                                              "extrapolated Monte Carlo errors with SEs of "
+                                              "2-9 %"),
+    "icl_softmax.linear_head": _ICL09 + "; the trained linear heads are compared with the "
+                               "optimum within 5 % of its excess",
+    "icl_softmax.sample_prompts": _ICL09,
+    "lda.sample": ("lda.07's Monte Carlo comparison resolves ~7 % (the tilted weights are "
+                   "heavy-tailed: t SE 3 % at 4e6 tokens) and lda.23 tests its SGD runs "
+                   "against bounds; the closed forms these samples stand for are checked "
+                   "exactly by lda.07-lda.11"),
+    **{f"gma_analysis.{f}": _READING for f in (
+        "usage_entropy", "usage_entropy_array", "token_entropy", "dead_fraction",
+        "byte_categories", "contingency", "normalised_mutual_information",
+        "responsibility_report")},
 }
 
 
@@ -118,9 +160,5 @@ FLIP_REASONS: dict[str, str] = {
     "icl.g_task_ridgeless": ("open: the ridgeless theory is reported beside icl.07's "
                              "comparison (a NaN fails it) and enters icl.08 only through "
                              "gaps near kappa's transition; issue 41 lists it"),
-    "lda.invariant_set_residual": ("open: lda.20 tests the residual (a norm) under a "
-                                   "round-off bound only, which a negative value passes"),
-    "denoising.train_heads": ("open: denoising.33 tests the trained excess against upper "
-                              "bounds only, which a negative (impossible) excess passes"),
 }
 FLIP_SURVIVES: frozenset[str] = frozenset(FLIP_REASONS)

@@ -110,7 +110,7 @@ def check_prop21_gh():
         agreement(_rel(jnp.stack(errs), closed), 1e-10,
                   "integrand exp(u.x) x is entire; order-60 GH error is far below 1e-10, "
                   "float64 sums ~1e-14 (reference: <= 1e-10)",
-                  name="relative error closed form vs Gauss-Hermite"),
+                  name="relative error closed form vs Gauss-Hermite", relative=True),
         agreement(_rel(jnp.stack(gates), attention_gates(mix, U, z)), 1e-10,
                   "gates from per-component GH moments of exp(u.x) (entire integrand, order "
                   "60) against the closed-form softmax of eq. (2): the same tolerance",
@@ -152,7 +152,7 @@ def check_large_scores():
     return Outcome(
         agreement(_rel(out, ref), 1e-10,
                   "float64 round-off on outputs of size |Gamma u| ~ 1e2 (relative)",
-                  name="relative error vs 50-digit mpmath"),
+                  name="relative error vs 50-digit mpmath", relative=True),
         lower_bound(max_logit, 709.78,
                     "the check must reach the regime it claims: exp overflows float64 above "
                     "log(DBL_MAX) = 709.78, so the largest |gate logit| must exceed it",
@@ -174,7 +174,7 @@ def check_eq3():
         agreement(_rel(softmax_attention_limit(mix, U, V, z),
                        softmax_attention_limit_shared(mix, U, V, z)),
                   1e-13, "two float64 evaluations of the same algebraic quantity: ~100 eps "
-                  "(reference: 1e-13)", name="relative error eq. (2) vs eq. (3)"),
+                  "(reference: 1e-13)", name="relative error eq. (2) vs eq. (3)", relative=True),
     )
 
 
@@ -195,7 +195,7 @@ def check_gaussian():
         direct = (m[0][None] + z @ (cov @ U).T) @ V.T
         errs.append(_rel(softmax_attention_limit(mix, U, V, z), direct))
     return Outcome(agreement(largest(errs), 1e-13, "exact identity; float64 round-off ~100 eps",
-                             name="relative error vs V(m + Gamma U z)"),
+                             name="relative error vs V(m + Gamma U z)", relative=True),
                    details={"full_rank": errs[0], "rank_2_of_4": errs[1]})
 
 
@@ -296,10 +296,11 @@ def check_linear():
     return Outcome(
         agreement(_rel(gh, closed), 1e-12,
                   "GH of order 20 is exact for this degree-2 polynomial; float64 round-off",
-                  name="relative error vs Gauss-Hermite"),
+                  name="relative error vs Gauss-Hermite", relative=True),
         agreement(_rel(per_comp, closed), 1e-12,
                   "exact identity (mixture second moment), the components' maps written out "
-                  "in NumPy; float64 round-off", name="relative error vs sum_k pi_k T_lin[mu_k]"))
+                  "in NumPy; float64 round-off", name="relative error vs sum_k pi_k T_lin[mu_k]",
+                  relative=True))
 
 
 RATE_LS = (100, 1000, 10_000, 100_000, 1_000_000)   # prompt lengths of both rate checks
