@@ -463,10 +463,16 @@ _PROBE = np.array([-1e6, -1e3, -10.0, -2.0, -0.5, -1e-3, 0.0, 1e-3, 0.25, 3.0, 5
                    6.5, 10.0, 1e3, 1e6])
 
 
+def _probe():
+    """:data:`_PROBE` as the default float type stores it (1e-3 is not exact in float32)."""
+    return jnp.asarray(_PROBE), np.asarray(jnp.asarray(_PROBE), float)
+
+
 def _is_relu(f) -> bool:
     try:
-        return f is jax.nn.relu or bool(np.array_equal(
-            np.asarray(f(jnp.asarray(_PROBE)), float), np.maximum(_PROBE, 0.0)))
+        x, xs = _probe()
+        return f is jax.nn.relu or bool(np.array_equal(np.asarray(f(x), float),
+                                                       np.maximum(xs, 0.0)))
     except Exception:  # noqa: BLE001 - a non-array activation is simply not ReLU
         return False
 
@@ -481,8 +487,8 @@ def _layers_from(layers):
                              "ReLU); the compiler emulates ReLU only (build it with "
                              "activation=jax.nn.relu).")
         final = getattr(mlp, "final_activation", None)
-        if final is not None and not np.array_equal(
-                np.asarray(final(jnp.asarray(_PROBE)), float), _PROBE):
+        x, xs = _probe()
+        if final is not None and not np.array_equal(np.asarray(final(x), float), xs):
             raise ValueError("layers: the MLP's final_activation must be the identity "
                              "(the compiled network has no activation after the last layer).")
         out = []
@@ -629,8 +635,9 @@ class CompiledNetwork:
             raise ValueError(f"x: expected shape (n, {self.d_in}), got {tuple(x.shape)}.")
         check_finite(x, "x")
         if not isinstance(x, jax.core.Tracer):
-            xs = np.asarray(x)
-            out = int(np.sum(np.any((xs < self.lo) | (xs > self.hi), axis=1)))
+            xs = np.asarray(x)             # the box as stored in the input's float type
+            lo, hi = self.lo.astype(xs.dtype), self.hi.astype(xs.dtype)
+            out = int(np.sum(np.any((xs < lo) | (xs > hi), axis=1)))
             if out:
                 warnings.warn(f"x: {out} of {xs.shape[0]} point(s) lie outside the box lo="
                               f"{self.lo.tolist()}, hi={self.hi.tolist()}; the certified bound "
@@ -639,10 +646,13 @@ class CompiledNetwork:
 
     def __call__(self, x):
         h = self._inputs(x)
-        for (W, b), beta in zip(self.layers[:-1], self.betas, strict=True):
-            h = relu(h @ jnp.asarray(W, h.dtype).T + jnp.asarray(b, h.dtype), beta)
-        W, b = self.layers[-1]
-        return h @ jnp.asarray(W, h.dtype).T + jnp.asarray(b, h.dtype)
+        # full-precision products: the round-off bound assumes the float type's own unit
+        # round-off, not TF32's (the default of float32 matmuls on recent GPUs)
+        with jax.default_matmul_precision("highest"):
+            for (W, b), beta in zip(self.layers[:-1], self.betas, strict=True):
+                h = relu(h @ jnp.asarray(W, h.dtype).T + jnp.asarray(b, h.dtype), beta)
+            W, b = self.layers[-1]
+            return h @ jnp.asarray(W, h.dtype).T + jnp.asarray(b, h.dtype)
 
     def reference(self, x):
         """The exact ReLU network on ``x`` ``(n, d_in)``."""
@@ -703,7 +713,8 @@ def compile_relu_network(layers, lo, hi, *, eps=None, beta=None) -> CompiledNetw
         for v in betas:
             _check_beta(float(v))
         return CompiledNetwork(layers, lo, hi, betas.tolist())
-    if isinstance(eps, bool) or not isinstance(eps, int | float | np.integer | np.floating):
+    if isinstance(eps, bool | np.bool_ | str | bytes) or np.ndim(eps) != 0 or \
+            np.asarray(eps).dtype.kind not in "iuf":
         raise ValueError(f"eps: expected a positive number (the target sup error), got "
                          f"{eps!r} of type {type(eps).__name__}.")
     if not (np.isfinite(eps) and eps > 0):

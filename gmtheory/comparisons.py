@@ -40,8 +40,9 @@ KINDS = ("agreement", "upper_bound", "lower_bound", "count")
 
 # The tolerance of an identity (a closed form against a simulation of the same quantity)
 # checked by Monte Carlo, relative to the theory value's scale.  Any passing equivalence
-# has d + n <= tol, so its resolution (tol - n + d) is at most 2 tol: 1 % guarantees the
-# 2 % resolution that the perturbation test asks of a value a figure draws.
+# has d + n <= tol, so its resolution (tol - n + d, over 1 - tol when the scale is the
+# theory value itself) is at most about 2 tol: 1 % gives the ~2 % resolution that the
+# perturbation test asks of a value a figure draws.
 IDENTITY_TOL = 0.01
 
 
@@ -134,7 +135,10 @@ def equivalence(estimate, theory, se, tol, why, *, t, scale=None, name="",
       decide does not pass);
     * resolution: the smallest relative error in the theory value that the comparison is
       sure to detect, ``min over cases (tol - n + d) s / |theory|``: a theory value wrong
-      by more than that moves some case's ``d + n`` above ``tol`` whatever the sign.
+      by more than that moves some case's ``d + n`` above ``tol`` whatever the sign.  With
+      the default scale ``|theory|`` the scale moves with the error (and ``d`` and ``n``
+      shrink as the theory value grows), so ``r = tol - n + d`` becomes ``r / (1 - tol)``.
+      A failing case (``r < 0``) states 0.
 
     ``tol`` comes from the claim, ``t`` from the number of cases (e.g.
     :func:`gmtheory.stats.bonferroni_z`), both fixed before the run.  Pass ``scale`` (for
@@ -142,6 +146,9 @@ def equivalence(estimate, theory, se, tol, why, *, t, scale=None, name="",
     zero.  A NaN anywhere makes the comparison fail."""
     import numpy as np
 
+    if isinstance(t, bool) or not (np.ndim(t) == 0 and float(t) > 0 and math.isfinite(t)):
+        raise ValueError(f"t: the number of standard errors must be a positive finite "
+                         f"number, got {t!r}.")
     est, th, se = (np.asarray(v, dtype=float) for v in (estimate, theory, se))
     sc = np.abs(th) if scale is None else np.asarray(scale, dtype=float)
     est, th, se, sc = np.broadcast_arrays(est, th, se, sc)
@@ -150,7 +157,8 @@ def equivalence(estimate, theory, se, tol, why, *, t, scale=None, name="",
         n = float(t) * se / sc
         bad = ~(se >= 0) | ~(sc > 0)           # a negative or NaN SE, a zero scale: NaN
         d = np.where(bad, np.nan, d)
-        res = (float(tol) - n + d) * sc / np.abs(th)
+        r = np.maximum(float(tol) - n + d, 0.0)
+        res = r / (1.0 - float(tol)) if scale is None else r * sc / np.abs(th)
     return Comparison("agreement", largest(d + n), tol, why, name, finding,
                       power=largest(n), resolution=smallest(res))
 

@@ -128,7 +128,14 @@ def test_equivalence_decides_with_power():
     same values with a large SE do not (the old |diff| / SE <= t passed them)."""
     ok = C.equivalence(1.002, 1.0, 0.001, 0.01, "why", t=3.0)
     assert ok.holds() and ok.power == pytest.approx(0.003)
-    assert ok.measured == pytest.approx(0.005) and ok.resolution == pytest.approx(0.009)
+    # r = tol - t SE + d = 0.009; the default scale |theory| moves with the error: r / (1 - tol)
+    assert ok.measured == pytest.approx(0.005) and ok.resolution == pytest.approx(0.009 / 0.99)
+    # a theory value wrong by that much (either sign) fails the comparison
+    for s in (1, -1):
+        theory = 1.0 * (1 + s * ok.resolution * 1.0001)
+        assert not C.equivalence(1.002, theory, 0.001, 0.01, "why", t=3.0).holds()
+    with pytest.raises(ValueError, match="^t: "):
+        C.equivalence(1.0, 1.0, 0.001, 0.01, "why", t=-3.0)
     assert "t SE <= 0.005" in ok.expectation() and "t SE 0.003" in ok.describe()
     noisy = C.equivalence(1.0, 1.0, 0.002, 0.01, "why", t=3.0)     # |z| = 0, t SE 0.6 %
     assert noisy.measured <= noisy.threshold and not noisy.holds()
@@ -171,7 +178,7 @@ def test_check_resolution_is_recorded():
     o = C.Outcome(C.equivalence(1.0, 1.0, 0.001, 0.01, "a", t=2.0),
                   C.agreement(1e-14, 1e-12, "b", relative=True), C.upper_bound(0.0, 1.0, "c"))
     r = _result(Check("x.01", "claim", "ref", lambda: o), o, 0.0)
-    assert r.resolution == pytest.approx(0.008)            # the largest stated one
+    assert r.resolution == pytest.approx(0.008 / 0.99)     # the largest stated one
     assert [c["resolution"] for c in r.comparisons][1:] == [pytest.approx(1.01e-12), None]
 
 

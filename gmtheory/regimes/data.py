@@ -66,10 +66,13 @@ def _check(X, y, dim):
         if y.ndim != 1 or y.shape[0] != n:
             raise DataError(f"data.labels: need one label per sample ({n}), got shape "
                             f"{y.shape}.")
-        if not np.issubdtype(y.dtype, np.integer):
+        if y.dtype.kind not in "iuf":
+            raise DataError(f"data.labels: labels must be integers (class numbers), got "
+                            f"{y.dtype} values; map them to 0, 1, ... first.")
+        if y.dtype.kind == "f":
             if not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
                 raise DataError("data.labels: labels must be integers (class numbers), got "
-                                f"{y.dtype} values.")
+                                "non-integer values.")
             y = y.astype(int)
     if dim is None:
         dim = min(d, MAX_DIM)
@@ -131,6 +134,12 @@ def fit_mixture(X, y=None, *, dim=None, components=None, max_components=6, holdo
                             + f" in d = {dim}: a full covariance needs more samples than "
                             f"dimensions; pass a smaller data.dim (<= {max(1, tr.size - 2)}) "
                             "or more samples.")
+        if components is not None and components * need > tr.size:
+            raise DataError(f"data.components: {components} components in d = {dim} need "
+                            f"{components * need} training samples"
+                            + (f" of class {c}" if c is not None else "")
+                            + f", there are {tr.size}; give fewer components or a smaller "
+                            "data.dim.")
         Ks = [components] if components is not None else list(range(1, max_components + 1))
         Ks = [k for k in Ks if k * need <= tr.size] or [1]
         fits = [SkGMM(k, covariance_type="full", random_state=seed, reg_covar=1e-6,
@@ -143,7 +152,7 @@ def fit_mixture(X, y=None, *, dim=None, components=None, max_components=6, holdo
         covs += best.covariances_.tolist()
         comp_labels += [ci] * best.n_components
         chosen.append(int(best.n_components))
-        at_max.append(components is None and len(Ks) > 1 and best.n_components == Ks[-1])
+        at_max.append(components is None and best.n_components == max_components)
         bics.append(float(min(bic)))
         if y is None:
             ll_test = best.score_samples(Z[test])
