@@ -317,6 +317,9 @@ try:
     raise SystemExit("float32 accepted eps = 1e-6")
 except ValueError as e:
     assert "enable float64" in str(e), e
+import equinox as eqx
+mlp = eqx.nn.MLP(3, 1, 8, 2, key=jax.random.PRNGKey(0))   # default: relu, identity final
+A.compile_relu_network(mlp, -1.0, 1.0, eps=1e-1)          # accepted in float32 too
 net = A.compile_relu_network(layers, -1.0, 1.0, eps=1e-2)
 x = rng.uniform(-1, 1, size=(20000, 3)).astype(np.float32)
 h = x.astype(float)                      # the exact ReLU network, in NumPy float64
