@@ -276,7 +276,7 @@ def _independent_mc_z(value, err, mc, mc_se):
     return abs(value - mc) / np.hypot(err, mc_se)
 
 
-@pytest.mark.xdist_group("explore-defaults")
+@pytest.mark.xdist_group("explore")
 def test_untuned_denoising_mixture_at_the_defaults(tmp_path):
     """The Bayes risk that was 0.26 % low with SE 0: now the adaptive quadrature's order
     and error are reported, and it agrees with Monte Carlo within 4 combined errors."""
@@ -302,7 +302,7 @@ def test_untuned_denoising_mixture_at_the_defaults(tmp_path):
     assert 0 < mmse["resolution"] < 0.05
 
 
-@pytest.mark.xdist_group("explore-defaults")
+@pytest.mark.xdist_group("explore")
 def test_three_classes_full_covariances_at_the_defaults(tmp_path):
     """The Bayes error that was 6.6 % low: the kinked integrand does not converge by order
     128, so it is a Monte Carlo mean (and says so); the Bayes risk converges and both are
@@ -320,7 +320,7 @@ def test_three_classes_full_covariances_at_the_defaults(tmp_path):
         assert "options.max_order" in p["bayes_method"]
 
 
-@pytest.mark.xdist_group("explore-defaults")
+@pytest.mark.xdist_group("explore")
 def test_d16_denoising_at_the_defaults(tmp_path):
     """Above gh_max_dim every Bayes value is Monte Carlo with its SE, and the noise is below
     the smallest component's standard deviation."""
@@ -374,7 +374,7 @@ def _digits(tmp_path, classes=None):
     return tmp_path / "X.npy", tmp_path / "y.npy"
 
 
-@pytest.mark.xdist_group("explore-defaults")
+@pytest.mark.xdist_group("explore")
 def test_own_data_through_the_cli(tmp_path, capsys):
     """A bundled data set (scikit-learn's digits 3 and 8), offline: projected, fitted,
     checked on held-out samples and explored as a classification problem."""
