@@ -102,21 +102,24 @@ for p in res.points:
 # %%
 noise = np.array([p["params"]["noise"] for p in res.points])
 fig, ax = plt.subplots(1, 2, figsize=(9, 3.4))
-for key, lab, mk in (("bayes_risk", "Bayes (MMSE)", "o"), ("linear_risk", "linear attention",
-                                                          "s"),
-                     ("head1_risk", "1 softmax head", "^"), ("head2_risk", "2 heads", "v")):
+for i, (key, lab, mk) in enumerate((("bayes_risk", "Bayes (MMSE)", "o"),
+                                    ("linear_risk", "linear attention", "s"),
+                                    ("head1_risk", "1 softmax head", "^"),
+                                    ("head2_risk", "2 heads", "v"))):
     vals = np.array([p[key] for p in res.points])
     err = np.array([p.get(key + "_se", 0.0) for p in res.points])
-    ax[0].errorbar(noise, vals / noise**2, 2 * err / noise**2, marker=mk, label=lab,
-                   capsize=3)
+    style = {"marker": mk, "label": lab, "color": f"C{i}"}     # one colour per model
+    ax[0].errorbar(noise, vals / noise**2, 2 * err / noise**2, capsize=3, **style)
     if key != "bayes_risk":
         ex = vals - np.array([p["bayes_risk"] for p in res.points])
-        ax[1].plot(noise, ex / noise**2, marker=mk, label=lab)
+        ax[1].plot(noise, ex / noise**2, **style)
 ax[0].set(xscale="log", xlabel="noise ξ", ylabel="risk / ξ²", title="risk (± 2 errors)")
 ax[1].set(xscale="log", xlabel="noise ξ", ylabel="(risk − Bayes) / ξ²",
           title="excess over Bayes")
-ax[0].legend(fontsize=8)
-ax[1].legend(fontsize=8)
+for a in ax:
+    a.set_xticks(noise, [f"{v:g}" for v in noise])
+    a.minorticks_off()
+    a.legend(fontsize=8)
 fig.tight_layout()
 
 # %% [markdown]
