@@ -19,6 +19,8 @@ physicists' nodes, written in the standard-normal variable.
   Gauss–Legendre on each piece of ``[-bound, bound]`` times the Gaussian density.
 * :func:`sinh_trapezoid_rule` — a 1-D rule for ``N(0, 1)`` adapted to a sigmoid gate of
   any slope (trapezoid after a sinh change of variable, traceable under ``jit``).
+* :func:`chi2_rule` — a 1-D rule for ``E h(s)``, ``s ~ chi^2_d / d`` (the squared norm of
+  ``N(0, I_d/d)``): generalised Gauss–Laguerre, stable at any ``d``.
 * :func:`monte_carlo` — sample mean with its standard error.
 
 Mixture expectations take ``component=True`` when the integrand depends on the
@@ -52,6 +54,7 @@ __all__ = [
     "gauss_legendre_nodes",
     "normal_rule",
     "sinh_trapezoid_rule",
+    "chi2_rule",
     "monte_carlo",
 ]
 
@@ -240,6 +243,31 @@ def sinh_trapezoid_rule(center, kappa, n: int):
     t = c + jnp.sinh(tau) / kp
     w = h * jnp.cosh(tau) / kp * jnp.exp(-0.5 * t**2) / jnp.sqrt(2 * jnp.pi)
     return t, w / jnp.sum(w)
+
+
+@lru_cache(maxsize=64)
+def _chi2_np(order: int, d: int):
+    from scipy.linalg import eigh_tridiagonal
+    a = d / 2 - 1                                 # Laguerre weight x^a e^-x, x = d s / 2
+    k = np.arange(order, dtype=float)
+    diag = 2 * k + a + 1
+    off = np.sqrt(k[1:] * (k[1:] + a))
+    x, v = eigh_tridiagonal(diag, off)
+    w = v[0] ** 2                                 # Golub-Welsch: no Gamma(a + 1) overflow
+    return 2 * x / d, w / w.sum()
+
+
+def chi2_rule(order: int, d: int):
+    """Nodes and weights ``(s, w)`` (NumPy, ``w`` summing to one) for ``E h(s)`` with
+    ``s ~ chi^2_d / d``: generalised Gauss–Laguerre of ``order`` nodes, from the Jacobi
+    matrix (Golub–Welsch), so that it stays finite for large ``d`` where
+    ``scipy.special.roots_genlaguerre``'s weights overflow.  Exact for polynomials in ``s``
+    of degree ``<= 2 order - 1``."""
+    if int(order) != order or order < 1:
+        raise ValueError(f"order: must be a positive integer, got {order!r}.")
+    if int(d) != d or d < 1:
+        raise ValueError(f"d: the degrees of freedom must be an integer >= 1, got {d!r}.")
+    return _chi2_np(int(order), int(d))
 
 
 def monte_carlo(f: Callable, sampler: Callable, key, n: int, *, batch: int = 100_000):

@@ -56,7 +56,7 @@ def test_isotropic_head_has_the_stated_score_scale_and_gain():
     (lambda: S.softmax_head_optimum(0.0, 0.1), "alpha"),
     (lambda: S.softmax_head_optimum(1.0, -0.1), "rho"),
     (lambda: S.softmax_head_optimum(1.0, 0.1, d=2.5), "d"),
-    (lambda: S.isotropic_params(8, 4.0, 0.5), "t"),
+    (lambda: S.isotropic_params(8, -1.0, 0.5), "t"),
     (lambda: S.isotropic_variance(5.0, 1.0, 0.1, d=8), "t"),
 ])
 def test_bad_input_names_the_argument(call, match):
@@ -69,3 +69,76 @@ def test_limit_matrices_shapes():
     U, V = S.softmax_limit_matrices(p)
     assert U.shape == (5, 5) and V.shape == (1, 5)
     assert jnp.all(U[:, 4] == 0)      # the query's label slot is empty
+
+
+# --- the exact isotropic head at every prompt length -------------------------------------
+
+_EXACT_CASES = [(3.3, 0.4, 10, 0.1, 10), (1.0, 0.8, 8, 0.3, 8), (6.0, 0.3, 1024, 0.1, 128),
+                (2.0, 0.5, 2, 0.1, 1), (10.0, 0.2, 16, 0.1, 2), (4.0, 0.6, 8, 0.1, 4)]
+
+
+@pytest.fixture
+def x64():
+    import gmtheory
+    was = jax.config.jax_enable_x64
+    gmtheory.enable_x64()
+    yield
+    jax.config.update("jax_enable_x64", was)
+
+
+@pytest.mark.parametrize("key", ["r", "r_small_d", "v", "z"])
+def test_exact_quadrature_converged(x64, monkeypatch, key):
+    """Doubling each quadrature size moves the exact error by less than the stated bound
+    (1e-9 at d >= 8, 1e-6 below, EXACT_QUADRATURE_ERROR)."""
+    base = [S.finite_prompt_error(*c) for c in _EXACT_CASES]
+    monkeypatch.setitem(S.EXACT_NODES, key, 2 * S.EXACT_NODES[key])
+    for c, b in zip(_EXACT_CASES, base, strict=True):
+        bound = 1e-9 if c[4] >= 8 else S.EXACT_QUADRATURE_ERROR
+        assert abs(S.finite_prompt_error(*c) - b) < bound, c
+
+
+def test_exact_error_at_small_tilt_is_the_plain_mean(x64):
+    """At small t with the value scale e fixed the head outputs e times the mean label
+    (error rho + 1 + e^2 (1 + rho)/l: each label has variance |w|^2/d + rho and is
+    uncorrelated with y_q) plus the tilt's first order: softmax(k z) ~ (1 + k (z - mean
+    z))/l gives E sum p_i z_i = k (1 - 1/l), so the error moves by -2 e sqrt(t/d) (1 - 1/l),
+    up to O(t)."""
+    ell, rho, d, e, t = 12, 0.2, 9, 0.7, 1e-10
+    exact = S.finite_prompt_error(t, e * math.sqrt(t / d), ell, rho, d)
+    first = rho + 1 + e * e * (1 + rho) / ell - 2 * e * math.sqrt(t / d) * (1 - 1 / ell)
+    assert exact == pytest.approx(first, abs=1e-9)
+
+
+def test_exact_error_agrees_with_monte_carlo_of_the_head(x64):
+    """Independent: the d-dimensional head (softmax_head) on sampled prompts, 4 SE."""
+    for t, g, ell, rho, d in [(1.0, 0.8, 8, 0.1, 8), (3.0, 0.45, 12, 0.1, 3)]:
+        b = S.sample_prompts(jax.random.key(7), d, ell, rho, 200_000)
+        sq = np.asarray((b["yq"] - S.softmax_head(S.isotropic_params(d, t, g), b["X"],
+                                                  b["y"], b["xq"])) ** 2)
+        se = sq.std(ddof=1) / math.sqrt(sq.size)
+        assert abs(sq.mean() - S.finite_prompt_error(t, g, ell, rho, d)) <= 4 * se
+
+
+def test_exact_optimum_beats_the_delta_method_and_meets_it_at_long_prompts(x64):
+    """The delta method's head is one isotropic head, so its exact error is >= the exact
+    optimum; at long prompts the two optima agree to the delta method's O(1/l)."""
+    for ell, d in [(10, 10), (80, 10), (2048, 256)]:
+        o = S.finite_prompt_optimum(ell, 0.1, d)
+        dm = S.softmax_head_optimum(ell / d, 0.1, d)
+        at_dm = S.finite_prompt_error(dm["t"], dm["g"], ell, 0.1, d)
+        assert o["error"] <= at_dm + 1e-9
+        if ell >= 2048:      # the delta method's next order, O(1/ESS) of its variance term
+            allow = 3 * dm["g"] ** 2 * dm["V"] * math.exp(dm["t"]) / ell
+            assert abs(o["error"] - dm["error"]) < allow
+    assert S.finite_prompt_optimum(8, 0.1, 8)["t"] > 2.5     # the short-prompt tilt
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: S.finite_prompt_error(1.0, 0.5, 1, 0.1, 4), "ell"),
+    (lambda: S.finite_prompt_error(1.0, 0.5, 8, 0.1, 0), "d"),
+    (lambda: S.finite_prompt_error(float("nan"), 0.5, 8, 0.1, 4), "t"),
+    (lambda: S.finite_prompt_error(1.0, 0.5, 8, -1.0, 4), "rho"),
+])
+def test_exact_bad_input(x64, call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
