@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats as _st
 
-__all__ = ["Fit", "mean_se", "fit_loglog", "fit_loglog_weighted", "fit_semilog",
+__all__ = ["Fit", "mean_se", "control_variate_mean", "fit_loglog", "fit_loglog_weighted", "fit_semilog",
            "fit_linear", "extrapolate_inverse", "z_score",
            "bonferroni_z", "bonferroni_t"]
 
@@ -58,6 +58,34 @@ def mean_se(x, axis=0):
     mean = np.mean(x, axis=axis)
     se = np.std(x, axis=axis, ddof=1) / np.sqrt(n)
     return mean, se
+
+
+def control_variate_mean(f, controls):
+    """Monte Carlo mean of ``f`` (n,) with control variates ``controls`` (n, k) of known
+    mean zero: ``mean(f - controls @ beta)`` with ``beta`` the least-squares fit of ``f`` on
+    the centred controls, and its SE from the residuals (``n - k - 1`` degrees of
+    freedom).  The estimate is unbiased to O(1/n) and its variance is that of the part of
+    ``f`` the controls do not explain (regression estimator; Glasserman, *Monte Carlo
+    Methods in Financial Engineering*, sec. 4.1).  Returns ``(mean, se)``; NaN propagates."""
+    f = np.asarray(f, dtype=float)
+    c = np.asarray(controls, dtype=float)
+    if c.ndim == 1:
+        c = c[:, None]
+    if f.ndim != 1 or c.shape[0] != f.shape[0]:
+        raise ValueError(f"controls: need shape (n, k) with n = len(f) = {f.shape}, got "
+                         f"{c.shape}.")
+    n, k = c.shape
+    if n < k + 3:
+        raise ValueError(f"f: {n} samples cannot fit {k} control coefficients and leave a "
+                         "standard error; draw more samples.")
+    if not (np.all(np.isfinite(f)) and np.all(np.isfinite(c))):
+        return float("nan"), float("nan")
+    cc = c - c.mean(0)
+    beta = np.linalg.lstsq(cc, f - f.mean(), rcond=None)[0]
+    res = f - c @ beta
+    m = float(res.mean())
+    se = float(np.sqrt(np.sum((res - res.mean()) ** 2) / (n - k - 1) / n))
+    return m, se
 
 
 def fit_linear(x, y) -> Fit:

@@ -12,7 +12,15 @@ generating function ``exp((a^2 S u^2 + 2 a C u v + Y v^2)/2)`` of ``(s/a, y)``:
    is ``rho + (1-g)^2 + g^2 V(t)``; ``g* = 1/(1+V)`` gives ``rho + V/(1+V)``;
 4. as ``d -> inf``, ``V = e^t (1+rho)/(alpha t)`` is smallest at ``t = 1`` and the best
    error equals ``rho + (1+rho)/(alpha/e + 1 + rho)``, linear attention's limit at ``alpha/e``;
-5. the ``chi^2_d/d`` factor: ``E[e^{t r}] = (1 - 2t/d)^{-d/2}`` for ``r = |x_q|^2``.
+5. the ``chi^2_d/d`` factor: ``E[e^{t r}] = (1 - 2t/d)^{-d/2}`` for ``r = |x_q|^2``;
+6. the exact error at every prompt length (:func:`gmtheory.icl_softmax.finite_prompt_error`):
+   with ``beta = w^T x_q/|x_q|`` (``E beta^2 = 1``) and the label part orthogonal to
+   ``x_q`` independent noise ``eta`` of variance ``(1 - 1/d + rho) S``, ``S = sum p_i^2``,
+   the error given ``(r, M)`` is ``rho + (r - e M)^2 + e^2 (1 - 1/d + rho) S``, which with
+   ``e = g sqrt(d/t)`` is ``rho + 1 - 2 g P + g^2 Q``;
+7. the inverse powers of the softmax normaliser: ``int_0^inf lambda^{n-1} e^{-lambda Z}
+   d lambda = (n-1)!/Z^n`` (n = 1, 2);
+8. the small tilt: ``d/dk E sum softmax_i(k z) z_i = 1 - 1/l`` at ``k = 0`` (l = 3, 5).
 
 :func:`derive` returns the expressions; every ``*_residual`` must be 0.
 """
@@ -53,7 +61,9 @@ def derive() -> dict:
     chi = sp.piecewise_fold(sp.simplify(chi))
     if isinstance(chi, sp.Piecewise):      # the branch t < d/2, where the integral converges
         chi = chi.args[0][0]
+    exact = _exact_error_terms()
     return {
+        **exact,
         "tilt": tilt, "variance_ratio": var_ratio, "g_star": gstar, "t_star": tstar,
         "best_error": best, "chi_mgf": sp.simplify(chi),
         "tilt_residual": sp.simplify(tilt - a * C),
@@ -66,6 +76,53 @@ def derive() -> dict:
         "chi_mgf_residual": sp.simplify(sp.powsimp(
             (chi * (1 - 2 * t / d) ** (d / 2)).subs(t, (d - _s) / 2), force=True) - 1),
     }
+
+
+def _expect(expr, moments):
+    """E of a polynomial in independent variables with the given moments {(x, k): E x^k}."""
+    names = {x for x, _ in moments}
+    out = 0
+    for term in sp.Add.make_args(sp.expand(expr)):
+        c, rest = term.as_independent(*names)
+        for f in sp.Mul.make_args(rest):
+            if f != 1:
+                base, k = f.as_base_exp()
+                c *= moments[(base, int(k))]
+        out += c
+    return sp.simplify(out)
+
+
+def _exact_error_terms() -> dict:
+    beta, eta, eps, r, M, Sq, d, rho, e, t, g, lam, Z = sp.symbols(
+        "beta eta epsilon r M S d rho e t g lambda Z", positive=True)
+    # y_q - y_hat with y_q = beta r + eps_q, y_hat = e (beta M + sum p_i eta_i)
+    err = (beta * r + eps - e * (beta * M + eta)) ** 2
+    mom = {(beta, 1): 0, (beta, 2): 1, (eta, 1): 0, (eta, 2): (1 - 1 / d + rho) * Sq,
+           (eps, 1): 0, (eps, 2): rho}
+    given = _expect(err, mom)
+    stated = rho + (r - e * M) ** 2 + e**2 * (1 - 1 / d + rho) * Sq
+    # e = g sqrt(d/t), M = m/sqrt(d) with m = sum p_i z_i: the P, Q form per (r, m, S)
+    m = sp.Symbol("m")
+    in_g = sp.expand(stated.subs({e: g * sp.sqrt(d / t), M: m / sp.sqrt(d)}))
+    P_term, Q_term = r * m / sp.sqrt(t), m**2 / t + (d / t) * (1 - 1 / d + rho) * Sq
+    pq_form = rho + r**2 - 2 * g * P_term + g**2 * Q_term
+    laplace = [sp.integrate(lam ** (n - 1) * sp.exp(-lam * Z), (lam, 0, sp.oo))
+               - sp.factorial(n - 1) / Z**n for n in (1, 2)]
+    # small tilt, for l = 3 and 5 tokens: d/dk sum_i softmax_i(k z) z_i at k = 0, in
+    # expectation over independent standard normal z_i, against 1 - 1/l
+    k = sp.Symbol("k")
+    small = 0
+    for n in (3, 5):
+        z = sp.symbols(f"z1:{n + 1}")
+        w = [sp.exp(k * zi) for zi in z]
+        slope = sp.diff(sum(wi * zi for wi, zi in zip(w, z)) / sum(w), k).subs(k, 0)
+        mz = {**{(zi, 1): 0 for zi in z}, **{(zi, 2): 1 for zi in z}}
+        small += sp.Abs(_expect(slope, mz) - (1 - sp.Rational(1, n)))
+    return {"exact_error_given_projection": given,
+            "exact_error_residual": sp.simplify(given - stated),
+            "exact_pq_residual": sp.simplify(in_g - pq_form),
+            "laplace_residual": sp.simplify(sum(sp.Abs(x) for x in laplace)),
+            "small_tilt_residual": sp.simplify(small)}
 
 
 def markdown() -> str:
@@ -90,6 +147,13 @@ def markdown() -> str:
         + L(dd["lu_at_alpha_over_e_residual"]) + "$).", "",
         "Finite $d$: $E[e^{t r}] = " + L(dd["chi_mgf"]) + "$ for $r \\sim \\chi^2_d/d$ "
         "(residual $" + L(dd["chi_mgf_residual"]) + "$).", "",
+        "Every prompt length: given $r = |x_q|$ and $M = \\sum_i p_i u_i$ the error is $"
+        + L(dd["exact_error_given_projection"]) + "$ (residual against "
+        "$\\rho + (r - eM)^2 + e^2(1 - 1/d + \\rho)S$: $" + L(dd["exact_error_residual"])
+        + "$; in the $P, Q$ form: $" + L(dd["exact_pq_residual"]) + "$); "
+        "$\\int_0^\\infty \\lambda^{n-1}e^{-\\lambda Z}d\\lambda = (n-1)!/Z^n$ (residual $"
+        + L(dd["laplace_residual"]) + "$); small tilt $\\partial_k E\\sum p_i z_i = "
+        "1 - 1/\\ell$ (residual $" + L(dd["small_tilt_residual"]) + "$).", "",
     ])
 
 

@@ -41,6 +41,7 @@ def load_all() -> None:
         icl_nonlinear_kappa,
         icl_sims,
         icl_softmax,
+        icl_softmax_exact,
         lda_sims,
         prompt_convergence,
     )

@@ -9,13 +9,15 @@ per prompt: ``tau, kappa = inf``), Adam with a cosine schedule.  Evaluation, on 
 fresh prompts shared by every head (paired):
 
 * the trained softmax heads, by Monte Carlo (mean and SE per seed);
-* the isotropic head at the derived optimum ``(t*, g*)`` of
-  :func:`gmtheory.icl_softmax.softmax_head_optimum`, by Monte Carlo on the same prompts;
+* the best isotropic head ``(t*, g*)`` at this ``(l, d)``, exactly
+  (:func:`gmtheory.icl_softmax.finite_prompt_optimum`) and by Monte Carlo on the same
+  prompts (the paired reference of the trained heads);
 * the trained linear heads, exactly, by :func:`gmtheory.icl.test_error` (and by Monte
   Carlo on the same prompts, for the paired softmax - linear difference);
 
-beside the theory: Lu et al.'s ``rho + (1 + rho)/(alpha + 1 + rho)`` and the derived
-softmax optimum at this ``d`` and as ``d -> inf``.
+beside the theory: Lu et al.'s ``rho + (1 + rho)/(alpha + 1 + rho)``, the delta method's
+softmax optimum at this ``d`` (``iso_delta``, leading order in ``1/l``) and as
+``d -> inf``.
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ def _point(cfg, p, key):
     S_, A_ = int(cfg.seeds), len(ells)
     kf, ke = jax.random.split(key)
     soft, gam = _fit(kf, d, ells, cfg.rho, S_, cfg.steps, cfg.batch, cfg.lr)
-    opts = [S.softmax_head_optimum(ell / d, cfg.rho, d) for ell in ells]
+    opts = [S.finite_prompt_optimum(ell, cfg.rho, d) for ell in ells]
     iso = jax.tree.map(lambda *x: jnp.stack(x),
                        *[S.isotropic_params(d, o["t"], o["g"]) for o in opts])
     n = max(512, cfg.n_eval // 512 * 512)
@@ -134,7 +136,8 @@ def _point(cfg, p, key):
                           for g, l in zip(gam, ell_m, strict=True)]).reshape(A_, S_)
     out = {"ell": np.array(ells), "iso_pred": np.array([o["error"] for o in opts]),
            "t": np.array([o["t"] for o in opts]), "g": np.array([o["g"] for o in opts]),
-           "V": np.array([o["V"] for o in opts]), "lin_exact": exact_lin}
+           "iso_delta": np.array([S.softmax_head_optimum(ell / d, cfg.rho, d)["error"]
+                                  for ell in ells]), "lin_exact": exact_lin}
     out["soft_mc"], out["soft_se"] = stats.mean_se(es, axis=-1)
     out["iso_mc"], out["iso_se"] = stats.mean_se(ei, axis=-1)
     out["lin_mc"], out["lin_se"] = stats.mean_se(el, axis=-1)
@@ -167,6 +170,7 @@ def _summary(cfg, a):
     lines = [f"rho = {cfg.rho}; fresh task per prompt; {cfg.seeds} seeds, {cfg.steps} steps",
              f"{'d':>3} {'alpha':>5} {'softmax trained':>16} {'softmax theory':>14} "
              f"{'linear trained':>15} {'Lu et al.':>9} {'excess ratio':>12}"]
+    # softmax theory: the best isotropic head's exact error at this (l, d)
     for i, d in enumerate(a["ds"]):
         for j, al in enumerate(a["alphas"]):
             ratio = (a["soft_mean"][i, j] - cfg.rho) / (a["lin_mean"][i, j] - cfg.rho)

@@ -5,13 +5,15 @@ Prop. 2.1, the derived finite-prompt optimum against Monte Carlo, and trained he
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import icl
 from .. import icl_softmax as S
-from ..comparisons import largest
+from ..comparisons import equivalence, largest
 from ..mixture import GaussianMixture
 from ..operators import softmax_attention_limit
 from ..problems import stream_key
@@ -65,10 +67,10 @@ def _limit_comparison():
 @register_check(
     "icl.09-softmax-regression",
     "One softmax head on Lu et al.'s in-context regression: its infinite-prompt limit is a "
-    "linear map (Prop. 2.1) that reaches the noise floor like linear attention; at finite "
-    "prompts its best error is the derived rho + V*/(1 + V*) (linear attention's at prompt "
-    "length l/e as d -> inf), which Monte Carlo confirms and trained heads reach but do not "
-    "beat; trained linear attention reaches its exact finite-d optimum.",
+    "linear map (Prop. 2.1) that reaches the noise floor like linear attention; trained "
+    "heads (every parameter free) reach the best isotropic head's error at this (l, d) "
+    "(exact, icl.11) but do not beat it; trained linear attention reaches its exact "
+    "finite-d optimum.",
     "docs/topics/icl.md#softmax-attention-on-the-regression-task",
     experiment=SIMULATION,
 )
@@ -79,31 +81,28 @@ def check_softmax_regression():
     m = len(ds) * len(alphas)
     t = bonferroni_t(m, 10**6)      # n_eval prompts per SE: normal quantiles
     det = {"t_multiplier": t, "points": {}}
-    mc_worst = floor_worst = reach_worst = lin_worst = largest()
+    floor_worst = reach_worst = lin_worst = largest()
     for i, d in enumerate(ds):
         for j, al in enumerate(alphas):
             ell = int(a["ell"][i, j])
-            pred, V, tt, g = (float(a[k][i, j]) for k in ("iso_pred", "V", "t", "g"))
-            # 1. delta method against Monte Carlo of the same head
-            allow = 3 * g * g * V * np.exp(tt) / ell
-            mc_worst = largest(mc_worst, (abs(float(a["iso_mc"][i, j]) - pred)
-                                      - t * float(a["iso_se"][i, j])) / allow)
-            # 2./3. trained heads against the isotropic head on the same prompts (paired)
-            dif = a["soft_minus_iso"][i, j]
+            tt, g = float(a["t"][i, j]), float(a["g"][i, j])
+            best = S.finite_prompt_error(tt, g, ell, rho, int(d))   # at the head evaluated
+            # trained heads against the best isotropic head on the same prompts (paired);
             # seeds share the evaluation prompts: the mean of their SEs bounds the SE of
             # their mean under any correlation
             dse = float(np.mean(a["soft_minus_iso_se"][i, j]))
-            dm = float(np.mean(dif))
-            floor_worst = largest(floor_worst, (-dm - t * dse) / allow)
-            reach_worst = largest(reach_worst, (dm - t * dse) / (pred - rho))
-            # 4. trained linear attention against its exact finite-d optimum
+            dm = float(np.mean(a["soft_minus_iso"][i, j]))
+            floor_worst = largest(floor_worst, (-dm - t * dse) / (best - rho))
+            reach_worst = largest(reach_worst, (dm - t * dse) / (best - rho))
+            # trained linear attention against its exact finite-d optimum
             gam = jnp.zeros((int(d), int(d) + 1)).at[:, :int(d)].set(
                 jnp.eye(int(d)) / ((1 + rho) * int(d) / ell + 1 + 1 / ell))
             lin_opt = float(icl.test_error(gam, ell, rho))
             lin_worst = largest(lin_worst, (float(np.mean(a["lin_exact"][i, j])) - lin_opt)
                             / (lin_opt - rho))
             det["points"][f"d{int(d)}_alpha{al:g}"] = {
-                "l": ell, "t*": tt, "g*": g, "derived": pred,
+                "l": ell, "t*": tt, "g*": g, "best_isotropic_exact": best,
+                "delta_method": float(a["iso_delta"][i, j]),
                 "isotropic_mc": float(a["iso_mc"][i, j]),
                 "isotropic_se": float(a["iso_se"][i, j]),
                 "trained_softmax": float(a["soft_mean"][i, j]),
@@ -115,30 +114,76 @@ def check_softmax_regression():
                 / (float(np.mean(a["lin_exact"][i, j])) - rho)}
     return Outcome(
         _limit_comparison(),
-        upper_bound(mc_worst, 1.0,
-                    "derived optimum rho + V/(1+V) (delta method, leading order in 1/l) "
-                    "against Monte Carlo of the isotropic head at (t*, g*) on n_eval prompts: "
-                    f"|MC - derived| <= t SE + 3 g^2 V e^t / l, t = {t:.2f} (Bonferroni over "
-                    f"{m} points, 1 %); the second term bounds the next order of the delta "
-                    "method, O(1/ESS) relative with ESS = l e^-t (constant 3 chosen after a "
-                    "NumPy pilot showed |MC - derived| <= 2.1 SE at l >= 16)",
-                    name="max (|MC - derived| - t SE) / allowance"),
-        upper_bound(floor_worst, 1.0,
-                    "trained heads (every parameter of A, b, c, e free) do not beat the "
-                    "isotropic head at the derived optimum by more than the delta method's "
-                    "next order: paired difference on the same prompts >= -(t SE + 3 g^2 V "
-                    "e^t / l). (A first version allowed t SE only and failed by 0.047 at "
-                    "d = 8, l = 8: at a few effective tokens the finite-l optimum lies below "
-                    "the leading-order one, as the Monte Carlo comparison already allows.)",
-                    name="max ((isotropic - trained) - t SE) / allowance"),
+        upper_bound(floor_worst, 0.0,
+                    "trained heads (every parameter of A, b, c, e free) do not beat the best "
+                    "isotropic head (exact optimum at this l, d): paired difference on the "
+                    f"same prompts >= -t SE, t = {t:.2f} (Bonferroni over {m} points, 1 %). "
+                    "The best head is isotropic by the task's rotation symmetry if the "
+                    "optimum is unique; a failure would be a better, anisotropic head",
+                    name="max ((isotropic - trained) - t SE) / (best - rho)"),
         upper_bound(reach_worst, TRAIN_FRACTION,
-                    "trained heads reach the derived optimum: paired excess (trained - "
+                    "trained heads reach the best isotropic head: paired excess (trained - "
                     "isotropic) - t SE within 5 % of the optimum's excess over rho (an "
                     "optimisation target stated before the runs)",
-                    name="max ((trained - isotropic) - t SE) / (derived - rho)"),
+                    name="max ((trained - isotropic) - t SE) / (best - rho)"),
         upper_bound(lin_worst, TRAIN_FRACTION,
                     "trained linear attention (exact error, icl.test_error) within 5 % of the "
                     "excess of its exact finite-d optimum Gamma* = [I/((1+rho)/alpha + 1 + "
                     "1/l), 0] (same optimisation target)",
                     name="max (linear trained - optimum) / (optimum - rho)"),
+        details=det)
+
+
+EXACT_SIMULATION = "icl-softmax-exact"
+#: icl.11's tolerance, relative to the error (stated before the run): the delta method's
+#: head errs by 2-13 % at l <= 16 (issue #42), so a theory that cannot tell 2 % apart
+#: could not tell the exact optimum from it; the run is sized for t SE <= 1 %
+EXACT_TOL = 0.02
+
+
+@register_check(
+    "icl.11-softmax-every-prompt-length",
+    "The isotropic softmax head's exact error at every prompt length (its tokens read "
+    "through their projections on x_q, the softmax moments as one-dimensional integrals) "
+    "equals a Monte Carlo of the d-dimensional head, at the exact optimum and at the delta "
+    "method's head, and so does the paired difference between the two heads.",
+    "docs/topics/icl.md#the-isotropic-head-at-every-prompt-length",
+    experiment=EXACT_SIMULATION,
+)
+def check_softmax_every_prompt_length():
+    a = experiment("icl.11-softmax-every-prompt-length")   # the figure's run
+    rho = float(a["rho"])
+    cells = [(i, j) for i in range(len(a["ells"])) for j in range(len(a["alphas"]))
+             if np.isfinite(a["t"][i, j])]
+    dcells = [c for c in cells if a["has_delta"][c]]
+    t = bonferroni_t(len(cells) + 2 * len(dcells), 10**4)   # >= 512 token sets each
+    ex = lambda c, h: S.finite_prompt_error(float(a[f"{h}t"][c]), float(a[f"{h}g"][c]),
+                                            int(a["ells"][c[0]]), rho, int(a["d"][c]))
+    opt = np.array([ex(c, "") for c in cells])
+    dlt = np.array([ex(c, "delta_") for c in dcells])
+    opt_d = np.array([opt[cells.index(c)] for c in dcells])
+    pick = lambda k, cs: np.array([a[k][c] for c in cs])
+    det = {"t_multiplier": t, "cells": {
+        f"l{int(a['ells'][c[0]])}_alpha{a['alphas'][c[1]]:g}": {
+            "d": int(a["d"][c]), "t*": float(a["t"][c]), "exact": float(opt[k]),
+            "monte_carlo": float(a["mc"][c]), "se": float(a["mc_se"][c]),
+            "token_sets": int(a["sets"][c])} for k, c in enumerate(cells)}}
+    why = (f"t = {t:.2f} (Bonferroni over {len(cells) + 2 * len(dcells)} cases, 1 %); tol "
+           f"{EXACT_TOL:.0%} of the error, fixed before the run (the delta method's head "
+           "errs by 2-13 % at l <= 16); the quadrature error (< 1e-6) is negligible")
+    return Outcome(
+        equivalence(pick("mc", cells), opt, pick("mc_se", cells), EXACT_TOL,
+                    "exact error at the exact optimum (t*, g*) vs Monte Carlo of "
+                    "softmax_head on d-dimensional prompts: " + why, t=t,
+                    name="optimum: max (|MC - exact| + t SE) / exact"),
+        equivalence(pick("delta_mc", dcells), dlt, pick("delta_mc_se", dcells), EXACT_TOL,
+                    "exact error at the delta method's (t, g) vs Monte Carlo: " + why, t=t,
+                    name="delta head: max (|MC - exact| + t SE) / exact"),
+        # a difference of two theory values: its resolution is not a relative error of
+        # either, so it states none (the two comparisons above state the check's)
+        replace(equivalence(pick("gap_mc", dcells), dlt - opt_d, pick("gap_se", dcells),
+                            EXACT_TOL, "paired Monte Carlo difference (delta head - optimum) "
+                            "on the same prompts vs the exact difference, scaled by the "
+                            "optimum's error: " + why, t=t, scale=opt_d,
+                            name="gap: max (|MC - exact| + t SE) / error"), resolution=None),
         details=det)
