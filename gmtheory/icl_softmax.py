@@ -58,7 +58,7 @@ from .quadrature import chi2_rule as _chi2_rule
 __all__ = ["sample_prompts", "softmax_head", "linear_head", "isotropic_params",
            "isotropic_variance", "isotropic_error", "softmax_head_optimum",
            "softmax_limit_matrices", "init_softmax_head", "finite_prompt_error",
-           "finite_prompt_optimum"]
+           "finite_prompt_optimum", "two_head_error", "two_head_optimum"]
 
 
 def _check(alpha=None, rho=None, d=None):
@@ -213,7 +213,7 @@ EXACT_QUADRATURE_ERROR = 1e-6
 
 @partial(jax.jit, static_argnames=("nv", "nz"))
 def _tilt_moments(k, ell, ell_max, nv, nz):
-    """``(M1, M2, S)`` of the module docstring for tilts ``k`` (n,) and prompt length
+    """``(M1, M2, S, M3)`` of the module docstring for tilts ``k`` (n,) and prompt length
     ``ell``: trapezoid rules in ``z`` (the projection) and ``v = log lambda``, both
     spectrally accurate for these analytic integrands (steps < 0.27/k in ``z``)."""
     def one(k):
@@ -228,6 +228,8 @@ def _tilt_moments(k, ell, ell_max, nv, nz):
         a1 = jnp.sum(z[None] * F(k * z[None]), 1)
         a2 = jnp.sum(z[None] ** 2 * F(2 * k * z[None]), 1)
         b2 = jnp.sum(F(2 * k * z[None]), 1)
+        c2 = jnp.sum(z[None] ** 2 * F(k * z[None]), 1)
+        c0 = jnp.sum(z[None] * F(0.0), 1)
         lphi = jnp.log1p(-jnp.minimum(q, 1.0))          # -inf where phi underflows
         p1 = jnp.exp((ell - 1) * lphi)
         p2 = jnp.where(ell > 2, jnp.exp(jnp.maximum(ell - 2, 1) * lphi), 1.0)
@@ -235,11 +237,15 @@ def _tilt_moments(k, ell, ell_max, nv, nz):
         m1 = ell * hv * jnp.sum(lam * a1 * p1)
         m2 = hv * jnp.sum(lam**2 * (ell * a2 * p1 + ell * (ell - 1) * a1**2 * p2))
         s2 = ell * hv * jnp.sum(lam**2 * b2 * p1)
-        return jnp.stack([m1, m2, s2])
+        # E[(sum_j z_j)(sum_i p_i z_i)]: the cross moment with the plain mean (two heads)
+        m3 = hv * jnp.sum(lam * (ell * c2 * p1 + ell * (ell - 1) * a1 * c0 * p2))
+        return jnp.stack([m1, m2, s2, m3])
     return jax.vmap(one)(k)
 
 
-def _exact_pq(t, ell: int, rho: float, d: int):
+def _moments(t, ell: int, rho: float, d: int):
+    """The expectations over ``r^2 ~ chi^2_d/d`` of ``r M1``, ``M2``, ``S`` and ``M3`` at
+    tilt ``t`` (module docstring), after validating the input."""
     if not jax.config.jax_enable_x64:
         raise RuntimeError("finite_prompt_error: the quadrature needs float64; call "
                            "gmtheory.enable_x64() first.")
@@ -257,9 +263,13 @@ def _exact_pq(t, ell: int, rho: float, d: int):
     k = np.sqrt(t * s)
     m = np.asarray(_tilt_moments(jnp.asarray(k), float(ell), float(ell), EXACT_NODES["v"],
                                  EXACT_NODES["z"]))
-    P = float(np.sum(w * np.sqrt(s) * m[:, 0])) / math.sqrt(t)
-    Q = float(np.sum(w * (m[:, 1] / t + (d / t) * (1 - 1 / d + rho) * m[:, 2])))
-    return P, Q
+    return (float(np.sum(w * np.sqrt(s) * m[:, 0])), float(np.sum(w * m[:, 1])),
+            float(np.sum(w * m[:, 2])), float(np.sum(w * m[:, 3])))
+
+
+def _exact_pq(t, ell: int, rho: float, d: int):
+    rm1, m2, s2, _ = _moments(t, ell, rho, d)
+    return rm1 / math.sqrt(t), m2 / t + (d / t) * (1 - 1 / d + rho) * s2
 
 
 def finite_prompt_error(t, g, ell: int, rho: float, d: int) -> float:
@@ -283,3 +293,45 @@ def finite_prompt_optimum(ell: int, rho: float, d: int) -> dict:
     t = float(r.x)
     P, Q = _exact_pq(t, ell, rho, d)
     return {"error": float(rho + 1 - P * P / Q), "t": t, "g": P / Q}
+
+
+def _two_head_form(t, ell: int, rho: float, d: int):
+    """``(b, H)`` of the two-head error ``rho + 1 - 2 b^T e + e^T H e`` in the value scales
+    ``e = (e1, e2)`` (docs/topics/icl.md#two-heads)."""
+    rm1, m2, s2, m3 = _moments(t, ell, rho, d)
+    sig = 1 - 1 / d + rho                       # variance of a label's part off x_q
+    b = np.array([rm1 / math.sqrt(d), 0.0])
+    h12 = m3 / (ell * d) + sig / ell
+    H = np.array([[m2 / d + sig * s2, h12], [h12, 1 / (d * ell) + sig / ell]])
+    return b, H
+
+
+def two_head_error(t, e, ell: int, rho: float, d: int) -> float:
+    """Exact test error of two heads, ``y_hat = e1 sum_i softmax_i(a x_q^T x_i) y_i + e2
+    mean(y)``: the isotropic head (``A = sqrt(t d) I``, value scale ``e1``) plus a head
+    with ``A = 0`` (uniform weights: the prompt's mean label, value scale ``e2``).
+    ``e = (e1, e2)``.  Needs float64."""
+    e = np.asarray(e, dtype=float)
+    if e.shape != (2,) or not np.all(np.isfinite(e)):
+        raise ValueError(f"e: the two value scales (e1, e2) must be 2 finite numbers, got {e!r}.")
+    b, H = _two_head_form(float(t), ell, rho, d)
+    return float(rho + 1 - 2 * b @ e + e @ H @ e)
+
+
+def two_head_optimum(ell: int, rho: float, d: int) -> dict:
+    """The best two heads of :func:`two_head_error`: ``e* = H^{-1} b`` at each tilt, then
+    ``t*`` minimising ``rho + 1 - b^T H^{-1} b`` on (1e-3, 12).  At every tilt the best pair
+    has ``e2 = -e1`` (``E[(sum_j z_j)(sum_i p_i z_i)] = 1`` by Stein's lemma, the softmax
+    being shift invariant): the mean head removes the ``1/l`` part of the weights'
+    variance.  The error falls as ``t -> 0``, where the pair ``e1 (softmax(k z) - 1/l)``
+    becomes linear attention on centred tokens; the search ends at its lower bound, within
+    ~2e-4 relative of that limit (docs/topics/icl.md#two-heads).  Returns
+    ``{"error", "t", "e"}``."""
+    def err(t):
+        b, H = _two_head_form(t, ell, rho, d)
+        return rho + 1 - b @ np.linalg.solve(H, b)
+    r = minimize_scalar(err, bounds=(1e-3, 12.0), method="bounded", options={"xatol": 1e-4})
+    t = float(r.x)
+    b, H = _two_head_form(t, ell, rho, d)
+    e = np.linalg.solve(H, b)
+    return {"error": float(rho + 1 - b @ e), "t": t, "e": e}

@@ -142,3 +142,38 @@ def test_exact_optimum_beats_the_delta_method_and_meets_it_at_long_prompts(x64):
 def test_exact_bad_input(x64, call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_two_heads_cross_moment_is_one_and_the_mean_head_cancels(x64):
+    """Stein's lemma with the softmax's shift invariance: E[(sum_j z_j)(sum_i p_i z_i)] = 1
+    at every tilt, so H12 = H22 and the best pair has e2 = -e1 (quadrature to 1e-9)."""
+    for t, ell, d in [(0.3, 8, 8), (2.0, 16, 4), (5.0, 64, 16)]:
+        m3 = S._moments(t, ell, 0.1, d)[3]
+        assert m3 == pytest.approx(1.0, abs=1e-9)
+        o = S.two_head_optimum(ell, 0.1, d)
+        assert o["e"][1] == pytest.approx(-o["e"][0], rel=1e-7)
+
+
+def test_two_heads_reduce_to_one_and_agree_with_monte_carlo(x64):
+    t, g, ell, rho, d = 1.5, 0.6, 12, 0.1, 6
+    e1 = g * math.sqrt(d / t)
+    assert S.two_head_error(t, (e1, 0.0), ell, rho, d) == pytest.approx(
+        S.finite_prompt_error(t, g, ell, rho, d), abs=1e-12)
+    e = (e1, -0.7 * e1)
+    b = S.sample_prompts(jax.random.key(11), d, ell, rho, 60_000)
+    one = S.softmax_head(S.isotropic_params(d, t, g), b["X"], b["y"], b["xq"])
+    sq = np.asarray((b["yq"] - one + 0.7 * e1 * jnp.mean(b["y"], axis=1)) ** 2)
+    se = sq.std(ddof=1) / math.sqrt(sq.size)
+    assert abs(sq.mean() - S.two_head_error(t, e, ell, rho, d)) <= 4 * se
+
+
+def test_two_heads_approach_linear_attention(x64):
+    """The best pair lies below one head, and above linear attention's exact optimum (it
+    becomes linear attention on centred tokens as t -> 0)."""
+    rho = 0.1
+    for ell, d in [(8, 8), (64, 16)]:
+        two = S.two_head_optimum(ell, rho, d)["error"]
+        gam = jnp.zeros((d, d + 1)).at[:, :d].set(
+            jnp.eye(d) / ((1 + rho) * d / ell + 1 + 1 / ell))
+        lin = float(icl.test_error(gam, ell, rho))
+        assert lin < two < S.finite_prompt_optimum(ell, rho, d)["error"]

@@ -60,22 +60,40 @@ def _records(steps):
     return next(r for r in range(max(1, steps // 10), steps + 1) if steps % r == 0)
 
 
+def _units(q, d):
+    """Training units to head parameters: ``A`` and ``e`` are trained divided by
+    ``sqrt(d)``, where their optima are O(1) at every ``d`` (the best single head has
+    ``A = sqrt(t d) I``, ``e = g sqrt(d/t)``), so one learning rate suits every parameter
+    at every ``d``."""
+    return {**q, "A": math.sqrt(d) * q["A"], "e": math.sqrt(d) * q["e"]}
+
+
+def two_heads(params, X, y, xq, ell=None):
+    """The sum of two softmax heads; ``params`` leaves have a leading axis of 2."""
+    return jnp.sum(jax.vmap(lambda q: S.softmax_head(q, X, y, xq, ell))(params), axis=0)
+
+
 def _fit(key, d, ells, rho, seeds, steps, batch, lr):
-    """``seeds`` independent runs, each training one softmax head and one linear-attention
-    head per prompt length in ``ells``, all on the same fresh prompts at every step (padded
-    to the longest length; each head reads its own first ``l`` tokens).  The heads do not
-    interact: the loss is a sum of their losses, and Adam and elementwise clipping act per
-    parameter, so each head trains as it would alone, and the softmax - linear comparison
-    is paired from the first step.  Returns ``(softmax, linear)`` parameters with leading
-    axes (length, seed)."""
+    """``seeds`` independent runs, each training one softmax head, a pair of softmax heads
+    and one linear-attention head per prompt length in ``ells``, all on the same fresh
+    prompts at every step (padded to the longest length; each model reads its own first
+    ``l`` tokens).  The models do not interact: the loss is a sum of their losses, and Adam
+    and elementwise clipping act per parameter, so each trains as it would alone, and the
+    comparisons are paired from the first step.  The pair starts as a random head plus a
+    head with ``A ~ 0`` and ``e = 0`` (it can learn to subtract the prompt's mean label).
+    Returns ``(softmax, pair, linear)`` parameters with leading axes (length, seed)."""
     A_ = len(ells)
-    keys = jax.random.split(key, seeds * A_ + 1)
-    # the softmax heads are trained in units A / sqrt(d) (the optimum is ~ I), so one
-    # learning rate suits A, b, c and e; converted back below
-    soft = jax.vmap(lambda k: S.init_softmax_head(k, d))(keys[1:])
-    soft = jax.tree.map(lambda x: x.reshape(seeds, A_, *x.shape[1:]), soft)
-    soft["A"] = soft["A"] / math.sqrt(d)
-    p0 = {"softmax": soft, "linear": jnp.zeros((seeds, A_, d, d + 1))}
+    keys = jax.random.split(key, 3 * seeds * A_ + 1)
+    n = seeds * A_
+    init = jax.vmap(lambda k: S.init_softmax_head(k, d))
+    soft = init(keys[1:n + 1])
+    h1, h2 = init(keys[n + 1:2 * n + 1]), init(keys[2 * n + 1:])
+    h2 = {**h2, "A": h2["A"] - 0.5 * math.sqrt(d) * jnp.eye(d), "e": 0.0 * h2["e"]}
+    pair = jax.tree.map(lambda a, b: jnp.stack([a, b], axis=1), h1, h2)
+    down = lambda q: {**q, "A": q["A"] / math.sqrt(d), "e": q["e"] / math.sqrt(d)}
+    shape = lambda x: x.reshape(seeds, A_, *x.shape[1:])
+    p0 = {"softmax": jax.tree.map(shape, down(soft)), "pair": jax.tree.map(shape, down(pair)),
+          "linear": jnp.zeros((seeds, A_, d, d + 1))}
     L = max(ells)
     ell = jnp.asarray(ells)
 
@@ -83,35 +101,36 @@ def _fit(key, d, ells, rho, seeds, steps, batch, lr):
         b = S.sample_prompts(k, d, L, rho, batch, fast=True)
         args = (b["X"], b["y"], b["xq"])
         mse = lambda yh: jnp.mean((b["yq"] - yh) ** 2)
-        es = jax.vmap(lambda q, l: mse(S.softmax_head({**q, "A": math.sqrt(d) * q["A"]},
-                                                      *args, l)))(p["softmax"], ell)
+        es = jax.vmap(lambda q, l: mse(S.softmax_head(_units(q, d), *args, l)))(
+            p["softmax"], ell)
+        ep = jax.vmap(lambda q, l: mse(two_heads(_units(q, d), *args, l)))(p["pair"], ell)
         el = jax.vmap(lambda g, l: mse(S.linear_head(g, *args, l)))(p["linear"], ell)
-        return jnp.sum(es) + jnp.sum(el)
+        return jnp.sum(es) + jnp.sum(ep) + jnp.sum(el)
 
     sched = optax.cosine_decay_schedule(lr, steps, alpha=1e-2)
     opt = optax.chain(optax.clip(1.0), optax.adam(sched))
     res = train(loss, p0, opt, steps=steps, key=jax.random.split(keys[0], seeds),
                 record_every=_records(steps), batched=True, desc=f"icl-softmax d={d}",
-                tag=["icl-softmax", d, list(ells), rho, batch, lr])
+                tag=["icl-softmax", d, list(ells), rho, batch, lr, "pair"])
     out = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1).reshape(A_ * seeds, *x.shape[2:]),
                        res.params)
-    out["softmax"]["A"] = math.sqrt(d) * out["softmax"]["A"]
-    return out["softmax"], out["linear"]
+    return _units(out["softmax"], d), _units(out["pair"], d), out["linear"]
 
 
 @partial(jit_long, static_argnames=("d", "L", "n", "chunk"))
-def _evaluate(key, soft, gam, iso, ell_m, ell_a, rho, d, L, n, chunk=512):
-    """Squared errors on ``n`` fresh prompts (in chunks) shared by every head: trained
-    softmax (models, n), isotropic heads (lengths, n), trained linear (models, n).  Every
-    head reads every prompt: compiled to run fast."""
+def _evaluate(key, soft, pair, gam, iso, ell_m, ell_a, rho, d, L, n, chunk=512):
+    """Squared errors on ``n`` fresh prompts (in chunks) shared by every model: trained
+    softmax (models, n), trained pairs (models, n), isotropic heads (lengths, n), trained
+    linear (models, n).  Every model reads every prompt: compiled to run fast."""
     def one(k):
         b = S.sample_prompts(k, d, L, rho, chunk)
         sq = lambda yh: (b["yq"] - yh) ** 2
         args = (b["X"], b["y"], b["xq"])
         es = jax.vmap(lambda p, l: sq(S.softmax_head(p, *args, l)))(soft, ell_m)
+        ep = jax.vmap(lambda p, l: sq(two_heads(p, *args, l)))(pair, ell_m)
         ei = jax.vmap(lambda p, l: sq(S.softmax_head(p, *args, l)))(iso, ell_a)
         el = jax.vmap(lambda g, l: sq(S.linear_head(g, *args, l)))(gam, ell_m)
-        return es, ei, el
+        return es, ep, ei, el
     out = jax.lax.map(one, jax.random.split(key, n // chunk))
     return tuple(jnp.moveaxis(o, 0, 1).reshape(o.shape[1], -1) for o in out)
 
@@ -122,27 +141,36 @@ def _point(cfg, p, key):
     ells = [_ell(d, a) for a in cfg.alphas]
     S_, A_ = int(cfg.seeds), len(ells)
     kf, ke = jax.random.split(key)
-    soft, gam = _fit(kf, d, ells, cfg.rho, S_, cfg.steps, cfg.batch, cfg.lr)
+    soft, pair, gam = _fit(kf, d, ells, cfg.rho, S_, cfg.steps, cfg.batch, cfg.lr)
     opts = [S.finite_prompt_optimum(ell, cfg.rho, d) for ell in ells]
+    pairs = [S.two_head_optimum(ell, cfg.rho, d) for ell in ells]
     iso = jax.tree.map(lambda *x: jnp.stack(x),
                        *[S.isotropic_params(d, o["t"], o["g"]) for o in opts])
     n = max(512, cfg.n_eval // 512 * 512)
     ell_m = jnp.repeat(jnp.asarray(ells), S_)
-    es, ei, el = _evaluate(ke, soft, gam, iso, ell_m, jnp.asarray(ells), cfg.rho, d,
-                           max(ells), n)
+    es, ep, ei, el = _evaluate(ke, soft, pair, gam, iso, ell_m, jnp.asarray(ells), cfg.rho,
+                               d, max(ells), n)
     es, el = np.asarray(es).reshape(A_, S_, n), np.asarray(el).reshape(A_, S_, n)
+    ep = np.asarray(ep).reshape(A_, S_, n)
     ei = np.asarray(ei)
     exact_lin = np.array([float(icl.test_error(g, int(l), cfg.rho))
                           for g, l in zip(gam, ell_m, strict=True)]).reshape(A_, S_)
     out = {"ell": np.array(ells), "iso_pred": np.array([o["error"] for o in opts]),
            "t": np.array([o["t"] for o in opts]), "g": np.array([o["g"] for o in opts]),
            "iso_delta": np.array([S.softmax_head_optimum(ell / d, cfg.rho, d)["error"]
-                                  for ell in ells]), "lin_exact": exact_lin}
+                                  for ell in ells]), "lin_exact": exact_lin,
+           "pair_theory": np.array([o["error"] for o in pairs]),
+           "pair_t": np.array([o["t"] for o in pairs]),
+           "pair_e": np.array([o["e"] for o in pairs])}
     out["soft_mc"], out["soft_se"] = stats.mean_se(es, axis=-1)
     out["iso_mc"], out["iso_se"] = stats.mean_se(ei, axis=-1)
     out["lin_mc"], out["lin_se"] = stats.mean_se(el, axis=-1)
     out["soft_minus_lin"], out["soft_minus_lin_se"] = stats.mean_se(es - el, axis=-1)
     out["soft_minus_iso"], out["soft_minus_iso_se"] = stats.mean_se(es - ei[:, None], axis=-1)
+    # the pair's error as trained linear attention's exact error plus the paired
+    # difference on the same prompts (linear attention as a control variate)
+    out["pair_minus_lin"], out["pair_minus_lin_se"] = stats.mean_se(ep - el, axis=-1)
+    out["pair_est"] = exact_lin + out["pair_minus_lin"]
     A = np.asarray(soft["A"]).reshape(A_, S_, d, d)
     out["soft_A_iso"] = np.trace(A, axis1=2, axis2=3) / d
     out["soft_e"] = np.asarray(soft["e"]).reshape(A_, S_)
@@ -163,13 +191,18 @@ def _assemble(cfg, points, res):
                    lambda a: S.softmax_head_optimum(a, cfg.rho)["error"])(alpha_eff))
     out["soft_mean"], out["soft_mean_se"] = stats.mean_se(out["soft_mc"], axis=2)
     out["lin_mean"], out["lin_mean_se"] = stats.mean_se(out["lin_exact"], axis=2)
+    # the evaluation's Monte Carlo SE (seeds share the prompts: the mean of their SEs
+    # bounds the SE of their mean under any correlation)
+    out["pair_mean"] = np.mean(out["pair_est"], axis=2)
+    out["pair_mean_se"] = np.mean(out["pair_minus_lin_se"], axis=2)
     return out
 
 
 def _summary(cfg, a):
     lines = [f"rho = {cfg.rho}; fresh task per prompt; {cfg.seeds} seeds, {cfg.steps} steps",
              f"{'d':>3} {'alpha':>5} {'softmax trained':>16} {'softmax theory':>14} "
-             f"{'linear trained':>15} {'Lu et al.':>9} {'excess ratio':>12}"]
+             f"{'linear trained':>15} {'Lu et al.':>9} {'excess ratio':>12} {'pair trained':>15} "
+             f"{'pair theory':>11}"]
     # softmax theory: the best isotropic head's exact error at this (l, d)
     for i, d in enumerate(a["ds"]):
         for j, al in enumerate(a["alphas"]):
@@ -178,9 +211,12 @@ def _summary(cfg, a):
             lines.append(f"{int(d):3d} {al:5g} {sm:9.4f}+-{sse:.4f}"
                          f" {float(a['iso_pred'][i, j]):14.4f} "
                          f"{a['lin_mean'][i, j]:8.4f}+-{a['lin_mean_se'][i, j]:.4f} "
-                         f"{float(a['lu_theory'][i, j]):9.4f} {ratio:12.2f}")
+                         f"{float(a['lu_theory'][i, j]):9.4f} {ratio:12.2f} "
+                         f"{a['pair_mean'][i, j]:8.4f}+-{a['pair_mean_se'][i, j]:.4f} "
+                         f"{a['pair_theory'][i, j]:11.4f}")
     lines.append("excess ratio = (softmax - rho) / (linear - rho); the derived d -> inf value "
-                 "tends to e = 2.718 as alpha grows")
+                 "tends to e = 2.718 as alpha grows; pair: two softmax heads (theory: the "
+                 "isotropic head plus a mean head, its infimum as t -> 0)")
     return lines
 
 
