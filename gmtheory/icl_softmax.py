@@ -1,8 +1,9 @@
 """Softmax attention on the in-context regression task of Lu et al.
 (docs/topics/icl.md#softmax-attention-on-the-regression-task).
 
-Data as in :mod:`gmtheory.icl`: tokens ``x_i ~ N(0, I_d/d)``, a fresh task ``w`` on the
-sphere ``|w|^2 = d`` per prompt, labels ``y_i = w^T x_i + eps_i`` with ``eps_i ~ N(0, rho)``,
+Data as in :mod:`gmtheory.icl`: tokens ``x_i ~ N(0, I_d/d)``, a fresh task
+``w ~ N(0, I_d)`` per prompt (or on the sphere ``|w|^2 = d``: :func:`sample_prompts`),
+labels ``y_i = w^T x_i + eps_i`` with ``eps_i ~ N(0, rho)``,
 ``l = alpha d`` context tokens and a query ``x_q``.
 
 One softmax head reads the tokens ``z_i = (x_i, y_i)`` from the query ``(x_q, 0)``:
@@ -72,16 +73,24 @@ def _check(alpha=None, rho=None, d=None):
                          f"d -> infinity), got {d!r}.")
 
 
-def sample_prompts(key, d: int, ell: int, rho: float, n: int, *, fast: bool = False):
-    """``n`` prompts of ``ell`` tokens with a fresh sphere task each.
+def sample_prompts(key, d: int, ell: int, rho: float, n: int, *, fast: bool = False,
+                   tasks: str = "gaussian"):
+    """``n`` prompts of ``ell`` tokens with a fresh task each.
 
     Returns a dict: ``X`` (n, ell, d), ``y`` (n, ell), ``xq`` (n, d), ``yq`` (n,).
+    ``tasks``: ``"gaussian"`` (``w ~ N(0, I_d)``, Lu et al.'s test law, the one that
+    :func:`gmtheory.icl.test_error` scores linear attention under) or ``"sphere"``
+    (``|w|^2 = d``).  Both have ``E w w^T = I``, so every error quadratic in ``w`` (the
+    isotropic heads', :func:`finite_prompt_error`) is the same under both.
     ``fast=True`` draws the tokens ``X`` as float32 normals used in the working precision
     (1.7x faster on CPU; each draw rounded at 6e-8 relative, tails cut at |z| ~ 5.4, far
     below any Monte Carlo error): for training, where the draws are the bulk of a step."""
+    if tasks not in ("gaussian", "sphere"):
+        raise ValueError(f"tasks: choose 'gaussian' or 'sphere', got {tasks!r}.")
     kw, kx, ke, kq, kqe = jax.random.split(key, 5)
     w = jax.random.normal(kw, (n, d))
-    w = w * jnp.sqrt(d) / jnp.linalg.norm(w, axis=1, keepdims=True)
+    if tasks == "sphere":
+        w = w * jnp.sqrt(d) / jnp.linalg.norm(w, axis=1, keepdims=True)
     if fast:
         X = jax.random.normal(kx, (n, ell, d), jnp.float32).astype(w.dtype) / jnp.sqrt(d)
     else:

@@ -6,7 +6,10 @@ every parameter free: ``A``, ``b``, ``c``, ``e``) and ``seeds`` linear-attention
 reduced form ``x_q^T Gamma h`` of Lu et al.) are trained at once by
 :func:`gmtheory.training.train`, all on the same fresh prompts at every step (a fresh task
 per prompt: ``tau, kappa = inf``), Adam with a cosine schedule.  Evaluation, on ``n_eval``
-fresh prompts shared by every head (paired):
+fresh prompts shared by every head (paired), with Gaussian tasks, the law under which
+:func:`gmtheory.icl.test_error` scores linear attention exactly, so that linear attention
+serves as a control variate (a softmax model's error = the trained linear head's exact
+error + their paired Monte Carlo difference, ``soft_est``, ``pair_est``):
 
 * the trained softmax heads, by Monte Carlo (mean and SE per seed);
 * the best isotropic head ``(t*, g*)`` at this ``(l, d)``, exactly
@@ -171,6 +174,7 @@ def _point(cfg, p, key):
     # difference on the same prompts (linear attention as a control variate)
     out["pair_minus_lin"], out["pair_minus_lin_se"] = stats.mean_se(ep - el, axis=-1)
     out["pair_est"] = exact_lin + out["pair_minus_lin"]
+    out["soft_est"] = exact_lin + out["soft_minus_lin"]      # the same for the single head
     A = np.asarray(soft["A"]).reshape(A_, S_, d, d)
     out["soft_A_iso"] = np.trace(A, axis1=2, axis2=3) / d
     out["soft_e"] = np.asarray(soft["e"]).reshape(A_, S_)
@@ -195,6 +199,8 @@ def _assemble(cfg, points, res):
     # bounds the SE of their mean under any correlation)
     out["pair_mean"] = np.mean(out["pair_est"], axis=2)
     out["pair_mean_se"] = np.mean(out["pair_minus_lin_se"], axis=2)
+    out["soft_eval"] = np.mean(out["soft_est"], axis=2)
+    out["soft_eval_se"] = np.mean(out["soft_minus_lin_se"], axis=2)
     return out
 
 
