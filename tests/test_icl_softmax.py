@@ -150,8 +150,11 @@ def test_two_heads_cross_moment_is_one_and_the_mean_head_cancels(x64):
     for t, ell, d in [(0.3, 8, 8), (2.0, 16, 4), (5.0, 64, 16)]:
         m3 = S._moments(t, ell, 0.1, d)[3]
         assert m3 == pytest.approx(1.0, abs=1e-9)
-        o = S.two_head_optimum(ell, 0.1, d)
-        assert o["e"][1] == pytest.approx(-o["e"][0], rel=1e-7)
+        b, H = S._two_head_form(t, ell, 0.1, d)
+        e = np.linalg.solve(H, b)
+        assert e[1] == pytest.approx(-e[0], rel=1e-7)
+    o = S.two_head_optimum(8, 0.1, 8)
+    assert o["e"][1] == pytest.approx(-o["e"][0], rel=1e-7)
 
 
 def test_two_heads_reduce_to_one_and_agree_with_monte_carlo(x64):
@@ -172,7 +175,8 @@ def test_two_heads_approach_linear_attention(x64):
     becomes linear attention on centred tokens as t -> 0)."""
     rho = 0.1
     for ell, d in [(8, 8), (64, 16)]:
-        two = S.two_head_optimum(ell, rho, d)["error"]
+        b, H = S._two_head_form(1e-3, ell, rho, d)      # at or above the pair's infimum
+        two = rho + 1 - b @ np.linalg.solve(H, b)
         gam = jnp.zeros((d, d + 1)).at[:, :d].set(
             jnp.eye(d) / ((1 + rho) * d / ell + 1 + 1 / ell))
         lin = float(icl.test_error(gam, ell, rho))

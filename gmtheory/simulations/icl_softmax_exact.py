@@ -40,7 +40,7 @@ __all__ = ["ICLSoftmaxExactConfig"]
 
 @dataclass(frozen=True)
 class ICLSoftmaxExactConfig(SimConfig):
-    ells: tuple[int, ...] = (8, 16, 32, 64)
+    ells: tuple[int, ...] = (8, 16, 32)
     alphas: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
     rho: float = 0.1
     tasks: int = 32
