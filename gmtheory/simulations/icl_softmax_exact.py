@@ -109,6 +109,8 @@ def _point(cfg, p, key):
         est = [_estimate(F[h], R2, Y, rho) for h in range(2)]
         if all(se <= cfg.rel_se * abs(m) for m, se in est) or F.shape[1] >= cfg.max_sets:
             break
+        if not all(np.isfinite(m) and np.isfinite(se) for m, se in est):
+            break           # a NaN will not shrink: stop, and let the check FAIL on it
     diff = _estimate(F[1] - F[0], R2, Y, rho)
     nan = float("nan")
     return {"d": d, "t": opt["t"], "g": opt["g"], "exact": opt["error"],
