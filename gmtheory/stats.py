@@ -23,8 +23,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats as _st
 
-__all__ = ["Fit", "mean_se", "control_variate_mean", "fit_loglog", "fit_loglog_weighted", "fit_semilog",
-           "fit_linear", "extrapolate_inverse", "z_score",
+__all__ = ["Fit", "mean_se", "control_variate_mean", "fit_loglog", "fit_loglog_weighted",
+           "fit_semilog", "fit_linear", "extrapolate_inverse", "z_score",
            "bonferroni_z", "bonferroni_t"]
 
 

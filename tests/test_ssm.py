@@ -39,6 +39,12 @@ def _reference(p, x, causal, mask=None):
     return out
 
 
+# Compiled once per shape: eager, lax.associative_scan dispatches (and, with a cold XLA
+# cache, compiles) each of its dozens of slices and updates as a program of its own (159 s
+# for the prefix test on 2 cores, cold).
+_mixer = jax.jit(ssm.ssm_mixer, static_argnames=("causal", "scan"))
+
+
 @pytest.fixture(scope="module")
 def params():
     return ssm.init(jax.random.key(0), 8, n=4, dt_min=0.05, dt_max=0.5)
@@ -48,7 +54,7 @@ def test_parallel_scan_is_the_sequential_recurrence():
     ka, kb = jax.random.split(jax.random.key(1))
     a = jax.random.uniform(ka, (3, 37, 5, 2), minval=0.5, maxval=1.0)
     b = jax.random.normal(kb, (3, 37, 5, 2))
-    par, seq = ssm.parallel_scan(a, b), ssm.sequential_scan(a, b)
+    par, seq = jax.jit(ssm.parallel_scan)(a, b), jax.jit(ssm.sequential_scan)(a, b)
     # float32: the two orders of 37 multiply-adds differ by a few ulps of |h| <= 37 max|b|
     np.testing.assert_allclose(par, seq, rtol=0, atol=50 * np.finfo(np.float32).eps
                                * float(jnp.max(jnp.abs(seq))))
@@ -59,7 +65,7 @@ def test_mixer_is_the_reference_recurrence(params, causal):
     x = jax.random.normal(jax.random.key(2), (2, 23, 8))
     ref = _reference(params, x, causal)
     for scan in ("parallel", "fused"):
-        y = ssm.ssm_mixer(params, x, causal=causal, scan=scan)
+        y = _mixer(params, x, causal=causal, scan=scan)
         # float32 against float64: relative 1e-5 of the output scale (a few hundred ulps
         # through two projections, a scan of 23 steps and the gate)
         np.testing.assert_allclose(y, ref, rtol=0, atol=1e-5 * np.max(np.abs(ref)))
@@ -68,17 +74,17 @@ def test_mixer_is_the_reference_recurrence(params, causal):
 def test_causal_reads_only_the_prefix_and_padding_carries_the_state(params):
     x = jax.random.normal(jax.random.key(3), (1, 12, 8))
     x2 = x.at[:, 8:].set(5.0)
-    y, y2 = ssm.ssm_mixer(params, x), ssm.ssm_mixer(params, x2)
+    y, y2 = _mixer(params, x), _mixer(params, x2)
     np.testing.assert_allclose(y[:, :8], y2[:, :8], rtol=1e-6)
-    yb, yb2 = (ssm.ssm_mixer(params, v, causal=False) for v in (x, x2))
+    yb, yb2 = (_mixer(params, v, causal=False) for v in (x, x2))
     assert float(jnp.max(jnp.abs(yb[:, :8] - yb2[:, :8]))) > 1e-3   # reads the suffix
     # padded tail (mask False): the real tokens' outputs, both directions, are those of the
     # unpadded sequence
     mask = jnp.arange(12)[None] < 8
     for causal in (True, False):
         for scan in ("parallel", "fused"):
-            short = ssm.ssm_mixer(params, x[:, :8], causal=causal, scan=scan)
-            padded = ssm.ssm_mixer(params, x2, causal=causal, mask=mask, scan=scan)
+            short = _mixer(params, x[:, :8], causal=causal, scan=scan)
+            padded = _mixer(params, x2, causal=causal, mask=mask, scan=scan)
             np.testing.assert_allclose(padded[:, :8], short, rtol=1e-5, atol=1e-6)
 
 

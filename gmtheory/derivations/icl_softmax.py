@@ -115,7 +115,7 @@ def _exact_error_terms() -> dict:
     for n in (3, 5):
         z = sp.symbols(f"z1:{n + 1}")
         w = [sp.exp(k * zi) for zi in z]
-        slope = sp.diff(sum(wi * zi for wi, zi in zip(w, z)) / sum(w), k).subs(k, 0)
+        slope = sp.diff(sum(wi * zi for wi, zi in zip(w, z, strict=True)) / sum(w), k).subs(k, 0)
         mz = {**{(zi, 1): 0 for zi in z}, **{(zi, 2): 1 for zi in z}}
         small += sp.Abs(_expect(slope, mz) - (1 - sp.Rational(1, n)))
     return {"exact_error_given_projection": given,

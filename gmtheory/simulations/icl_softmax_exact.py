@@ -14,11 +14,10 @@ per token set ``X``, ``queries`` queries and ``tasks`` sphere tasks (each query'
 computed once for all tasks; drawing ``X`` is most of the cost, so reusing it for 256
 prompts cut the time per unit of variance 12-fold at l = d = 128), with two control
 variates of known mean zero, ``mean |x_q|^2 - 1`` and ``mean y_q^2 - (1 + rho)``
-(:func:`gmtheory.stats.control_variate_mean`).  The tokens are drawn as float32 normals
-(:func:`gmtheory.icl_softmax.sample_prompts` ``fast``: rounded at 6e-8, far below the
-Monte Carlo error).  Token sets are
-drawn in chunks until the relative SE of both heads is at most ``rel_se`` (or
-``max_sets``): the sample is sized by its SE, never by its distance from the theory.
+(:func:`gmtheory.stats.control_variate_mean`).  The prompts are drawn and scored in
+float32 (rounding ~1e-7 relative, far below the Monte Carlo error; 1.4x faster than
+float64).  Token sets are drawn in chunks until the relative SE of both heads is at most
+``rel_se`` (or ``max_sets``): the sample is sized by its SE, never by its distance from the theory.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ __all__ = ["ICLSoftmaxExactConfig"]
 @dataclass(frozen=True)
 class ICLSoftmaxExactConfig(SimConfig):
     ells: tuple[int, ...] = (8, 16, 32)
-    alphas: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
+    alphas: tuple[float, ...] = (1.0, 2.0, 4.0)
     rho: float = 0.1
     tasks: int = 32
     queries: int = 8
@@ -56,12 +55,15 @@ def _errors(key, heads, rho, d, ell, n, K, Q):
     tasks, and the controls' raw values (mean ``|x_q|^2``, mean ``y_q^2``).  ``heads``:
     stacked isotropic parameters."""
     kx, kq, kw, ke, keq = jax.random.split(key, 5)
-    X = jax.random.normal(kx, (n, ell, d), jnp.float32).astype(float) / math.sqrt(d)
-    xq = jax.random.normal(kq, (n, Q, d)) / math.sqrt(d)
-    w = jax.random.normal(kw, (n, K, d))
+    f32 = jnp.float32
+    heads = jax.tree.map(lambda x: x.astype(f32), heads)
+    X = jax.random.normal(kx, (n, ell, d), f32) / math.sqrt(d)
+    xq = jax.random.normal(kq, (n, Q, d), f32) / math.sqrt(d)
+    w = jax.random.normal(kw, (n, K, d), f32)
     w = w * math.sqrt(d) / jnp.linalg.norm(w, axis=-1, keepdims=True)
-    y = jnp.einsum("nld,nkd->nkl", X, w) + jnp.sqrt(rho) * jax.random.normal(ke, (n, K, ell))
-    yq = jnp.einsum("nqd,nkd->nqk", xq, w) + jnp.sqrt(rho) * jax.random.normal(keq, (n, Q, K))
+    sr = jnp.sqrt(rho).astype(f32)
+    y = jnp.einsum("nld,nkd->nkl", X, w) + sr * jax.random.normal(ke, (n, K, ell), f32)
+    yq = jnp.einsum("nqd,nkd->nqk", xq, w) + sr * jax.random.normal(keq, (n, Q, K), f32)
 
     def head(p):    # vmap over tasks with X, x_q unbatched: each query's scores once
         def query(x1):

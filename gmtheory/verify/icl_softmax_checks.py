@@ -18,8 +18,7 @@ from ..mixture import GaussianMixture
 from ..operators import softmax_attention_limit
 from ..problems import stream_key
 from ..stats import bonferroni_t
-from ._registry import (Outcome, agreement, experiment, lower_bound, register_check,
-                        upper_bound)
+from ._registry import Outcome, agreement, experiment, lower_bound, register_check, upper_bound
 
 SEED = 20261204
 SIMULATION = "icl-softmax"
