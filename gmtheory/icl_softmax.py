@@ -316,11 +316,12 @@ def _tilt_moments(k, ell, nv, nz):
     return m
 
 
-def _moments(t, ell: int, rho: float, d: int):
+def _moments(t, ell: int, rho: float, d: int, caller: str = "finite_prompt_error"):
     """The expectations over ``r^2 ~ chi^2_d/d`` of ``r M1``, ``M2``, ``S`` and ``M3`` at
-    tilt ``t`` (module docstring), after validating the input."""
+    tilt ``t`` (module docstring), after validating the input (``caller``: the public
+    function an error message names)."""
     if not jax.config.jax_enable_x64:
-        raise RuntimeError("finite_prompt_error: the quadrature needs float64; call "
+        raise RuntimeError(f"{caller}: the quadrature needs float64; call "
                            "gmtheory.enable_x64() first.")
     if int(ell) != ell or ell < 2:
         raise ValueError(f"ell: the prompt length must be an integer >= 2, got {ell!r}.")
@@ -339,8 +340,8 @@ def _moments(t, ell: int, rho: float, d: int):
             float(np.sum(w * m[:, 2])), float(np.sum(w * m[:, 3])))
 
 
-def _exact_pq(t, ell: int, rho: float, d: int):
-    rm1, m2, s2, _ = _moments(t, ell, rho, d)
+def _exact_pq(t, ell: int, rho: float, d: int, caller: str = "finite_prompt_error"):
+    rm1, m2, s2, _ = _moments(t, ell, rho, d, caller)
     return rm1 / math.sqrt(t), m2 / t + (d / t) * (1 - 1 / d + rho) * s2
 
 
@@ -358,7 +359,7 @@ def finite_prompt_optimum(ell: int, rho: float, d: int) -> dict:
     the delta method, :func:`softmax_head_optimum`, is ~0.9 at long prompts and ~3 at
     ``ell = 8``).  Returns ``{"error", "t", "g"}``."""
     def err(t):
-        P, Q = _exact_pq(t, ell, rho, d)
+        P, Q = _exact_pq(t, ell, rho, d, "finite_prompt_optimum")
         return rho + 1 - P * P / Q
     # the error is quadratic near t*: t to 1e-3 leaves it within ~1e-7 of its minimum
     r = minimize_scalar(err, bounds=(0.05, 12.0), method="bounded", options={"xatol": 1e-3})
@@ -367,10 +368,10 @@ def finite_prompt_optimum(ell: int, rho: float, d: int) -> dict:
     return {"error": float(rho + 1 - P * P / Q), "t": t, "g": P / Q}
 
 
-def _two_head_form(t, ell: int, rho: float, d: int):
+def _two_head_form(t, ell: int, rho: float, d: int, caller: str = "two_head_error"):
     """``(b, H)`` of the two-head error ``rho + 1 - 2 b^T e + e^T H e`` in the value scales
     ``e = (e1, e2)`` (docs/topics/icl.md#two-heads)."""
-    rm1, m2, s2, m3 = _moments(t, ell, rho, d)
+    rm1, m2, s2, m3 = _moments(t, ell, rho, d, caller)
     sig = 1 - 1 / d + rho                       # variance of a label's part off x_q
     b = np.array([rm1 / math.sqrt(d), 0.0])
     h12 = m3 / (ell * d) + sig / ell
@@ -400,7 +401,7 @@ def two_head_optimum(ell: int, rho: float, d: int) -> dict:
     ~2e-4 relative of that limit (docs/topics/icl.md#two-heads).  Returns
     ``{"error", "t", "e"}``."""
     def err(t):
-        b, H = _two_head_form(t, ell, rho, d)
+        b, H = _two_head_form(t, ell, rho, d, "two_head_optimum")
         return rho + 1 - b @ np.linalg.solve(H, b)
     r = minimize_scalar(err, bounds=(1e-3, 12.0), method="bounded", options={"xatol": 1e-4})
     t = float(r.x)

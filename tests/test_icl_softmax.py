@@ -162,6 +162,15 @@ def test_exact_bad_input(x64, call, match):
         call()
 
 
+@pytest.mark.parametrize("name, args", [
+    ("finite_prompt_error", (1.0, 0.5, 8, 0.1, 4)), ("finite_prompt_optimum", (8, 0.1, 4)),
+    ("two_head_error", (1.0, (0.5, -0.5), 8, 0.1, 4)), ("two_head_optimum", (8, 0.1, 4)),
+])
+def test_float32_is_refused_by_the_function_called(name, args):
+    with jax.enable_x64(False), pytest.raises(RuntimeError, match=f"^{name}: .*float64"):
+        getattr(S, name)(*args)
+
+
 def test_two_heads_cross_moment_is_one_and_the_mean_head_cancels(x64):
     """Stein's lemma with the softmax's shift invariance: E[(sum_j z_j)(sum_i p_i z_i)] = 1
     at every tilt, so H12 = H22 and the best pair has e2 = -e1 (quadrature to 1e-9)."""

@@ -74,6 +74,9 @@ def adaptive_means(fn, mixture: GaussianMixture, key, *, order: int, max_order: 
     d, K = mixture.dim, mixture.n_components
     history = []
     mc_vals = None
+    # one compiled program per grid size: run op by op, every primitive of the integrand
+    # is lowered (and its IR context built) anew for each order's shape
+    fn = jax.jit(fn)
 
     def mc():
         nonlocal mc_vals

@@ -41,12 +41,17 @@ Z_SE = 4.0  # agreement of two Monte Carlo estimates: within 4 combined standard
 QUAD_TOL = 0.25  # the adaptive quadrature stops when its change is below this x the MC SE
 
 
+# compiled once per shape: run op by op, every primitive is lowered anew for each chunk
 _tweedie = jax.jit(D.tweedie_denoiser)
+_posterior_mean = jax.jit(D.posterior_mean)
 
 
 def _heads_out(mix_z, theta, z):
     U, V = theta["U"], theta["V"]
     return sum(softmax_attention_limit(mix_z, U[h], V[h], z) for h in range(U.shape[0]))
+
+
+_heads_out_jit = jax.jit(_heads_out)
 
 
 def _heads_excess(theta, data):
@@ -81,7 +86,7 @@ def _search(mix, xi, M, fit, key, opts, init_heads):
     """Best sum of ``M`` heads on the fit nodes: returns (theta, excess per start)."""
     d = mix.dim
     mz = D.noisy_mixture(mix, xi)
-    fstar = D.posterior_mean(mix, xi, fit.x)
+    fstar = _posterior_mean(mix, xi, fit.x)
     data = (mz, fit.x, fit.w, fstar)
     starts = [{"U": 0.5 * jax.random.normal(jax.random.fold_in(key, 2 * i), (M, d, d)),
                "V": 0.5 * jax.random.normal(jax.random.fold_in(key, 2 * i + 1), (M, d, d))}
@@ -163,7 +168,7 @@ def denoising_limit(prob, key) -> tuple[dict, list]:
         "denoiser (autodiff of log p_Z) on fresh samples: within 4 combined errors (the "
         "MC SE and the quadrature's measured error)",
         name="MMSE |z| (bayes_risk vs Tweedie MC)"))
-    fz = D.posterior_mean(mix, xi, z[:2000])
+    fz = _posterior_mean(mix, xi, z[:2000])
     scale = float(jnp.max(jnp.abs(tw[:2000]))) + 1e-300
     cmp.append(agreement(
         float(jnp.max(jnp.abs(fz - tw[:2000]))) / scale, 1e-9,
@@ -222,7 +227,7 @@ def denoising_limit(prob, key) -> tuple[dict, list]:
             "by point: both closed forms, equal up to float64 round-off in the gates",
             name="construction vs f* (max rel.)"))
     best_prev = None
-    fstar_mc = jnp.concatenate([D.posterior_mean(mix, xi, z[i:i + chunk])
+    fstar_mc = jnp.concatenate([_posterior_mean(mix, xi, z[i:i + chunk])
                                 for i in range(0, z.shape[0], chunk)])
     for M in opts.heads:
         inits = list(init_heads)
@@ -233,7 +238,7 @@ def denoising_limit(prob, key) -> tuple[dict, list]:
         theta, per_start = _search(mix, xi, M, fit, jax.random.fold_in(k_search, M), opts,
                                    inits)
         best_prev = (M, theta)
-        tz = jnp.concatenate([_heads_out(mz, theta, z[i:i + chunk])
+        tz = jnp.concatenate([_heads_out_jit(mz, theta, z[i:i + chunk])
                               for i in range(0, z.shape[0], chunk)])
         ex = jnp.sum((tz - fstar_mc) ** 2, -1)
         e, se = mc_mean_se(ex)
@@ -341,7 +346,7 @@ def _finite_prompt(mix, xi, theta, L, key, opts, prefix="prompt"):
     if prefix != "prompt":
         return res
     zf = z.reshape(-1, z.shape[-1])
-    ti = _heads_out(mz, theta, zf).reshape(tl.shape)
+    ti = _heads_out_jit(mz, theta, zf).reshape(tl.shape)
     dv, dv_se = mc_mean_se(jnp.mean(jnp.sum((tl - ti) ** 2, -1), -1))
     res.update({"L": L, "prompt_dev": dv, "prompt_dev_se": dv_se})
     if theta["U"].shape[0] == 1:

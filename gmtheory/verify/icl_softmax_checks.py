@@ -214,12 +214,10 @@ def check_softmax_every_prompt_length():
              if np.isfinite(a["t"][i, j])]
     dcells = [c for c in cells if a["has_delta"][c]]
     t = bonferroni_t(len(cells) + 2 * len(dcells), 10**4)   # >= 512 token sets each
-    ex = lambda c, h: S.finite_prompt_error(float(a[f"{h}t"][c]), float(a[f"{h}g"][c]),
-                                            int(a["ells"][c[0]]), rho, int(a["d"][c]))
-    opt = np.array([ex(c, "") for c in cells])
-    dlt = np.array([ex(c, "delta_") for c in dcells])
-    opt_d = np.array([opt[cells.index(c)] for c in dcells])
+    # the exact errors the figure draws, as the run stored them (finite_prompt_optimum's
+    # error at t*, finite_prompt_error at the delta method's head)
     pick = lambda k, cs: np.array([a[k][c] for c in cs])
+    opt, dlt, opt_d = pick("exact", cells), pick("delta_exact", dcells), pick("exact", dcells)
     det = {"t_multiplier": t, "cells": {
         f"l{int(a['ells'][c[0]])}_alpha{a['alphas'][c[1]]:g}": {
             "d": int(a["d"][c]), "t*": float(a["t"][c]), "exact": float(opt[k]),
