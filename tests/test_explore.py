@@ -27,6 +27,23 @@ def _held(point):
     return {c["name"]: c["holds"] for c in point["comparisons"]}
 
 
+# the numbers of a point that are not readings: sizes, the spec's own values, counts,
+# and the gate of the 1/L comparison (the 10th percentile of the prompt weights' ESS)
+NOT_ESTIMATES = {"d", "components", "classes", "noise", "L", "seconds", "bayes_order",
+                 "bayes_order_capped", "construction_heads", "mixture_mean_norm",
+                 "trained_steps", "prompt_ess_p10"}
+
+
+def _assert_every_reading_has_its_error(point):
+    """Every number explore.json reports about a risk, an error, a gap or a recovered
+    fraction comes with its ``_se`` (0 for a closed form, with its kind said)."""
+    missing = sorted(k for k, v in point.items()
+                     if isinstance(v, (int, float)) and not isinstance(v, bool)
+                     and not k.endswith("_se") and k not in NOT_ESTIMATES
+                     and f"{k}_se" not in point)
+    assert not missing, f"readings without an error field: {missing}"
+
+
 def _optimal_linear_risk(prob, xi):
     """``xi^2 tr(Sigma_X (Sigma_X + xi^2 I)^-1)`` in NumPy: the best linear map's MSE,
     written from the normal equations, independently of gmtheory.denoising."""
@@ -62,6 +79,8 @@ def test_minimal_denoising_spec_through_the_cli(tmp_path, capsys):
         assert p["bayes_risk"] < p["head2_risk"] + 4 * p["bayes_risk_se"]
         assert p["head1_risk"] < p["linear_risk"]          # the regime the example shows
     assert "noise" in text and "verdict PASS" in text
+    for p in data["points"]:
+        _assert_every_reading_has_its_error(p)
 
 
 @pytest.mark.xdist_group("explore")
@@ -76,6 +95,7 @@ def test_classification_spec_from_the_same_mixture(tmp_path):
     assert held["linear_risk |z| (vs MC)"]
     assert 0 < p["bayes_error"] <= p["linear_error"] + 4 * p["linear_error_se"]
     assert p["setting"] == "general"
+    _assert_every_reading_has_its_error(p)
     # the counted Monte Carlo is an independent estimate with its own SE
     z = abs(p["bayes_error"] - p["bayes_error_mc"]) / np.hypot(p["bayes_error_se"],
                                                                p["bayes_error_mc_se"])
@@ -229,6 +249,7 @@ def test_monte_carlo_path_prompt_lengths_and_a_trained_head(tmp_path):
         assert p["bayes_risk_error_kind"] == "monte carlo" and not p["bayes_order_capped"]
         assert p["verdict"] == "PASS", _held(p)
         assert np.isfinite(p["trained_risk"]) and p["trained_risk_se"] > 0
+        _assert_every_reading_has_its_error(p)
     assert len({p["head1_risk"] for p in res.points}) == 1   # one limit head for every L
     (rate,) = res.sweep_comparisons   # this head's gates are sharp: ESS << 20 at every L
     assert rate["verdict"] == "not applicable" and "effective sample size" in rate["why"]

@@ -311,6 +311,10 @@ def classification_limit(prob, key) -> tuple[dict, list]:
         out["softmax_U"], out["softmax_V"] = np.asarray(theta["U"]), np.asarray(theta["V"])
     for k in ("linear", "softmax"):
         out[f"{k}_excess_error"] = out[f"{k}_error"] - out["bayes_error"]
+        # the two terms' errors add in quadrature: the head's error is counted on fresh
+        # samples, the Bayes error comes from quadrature or from other samples (k_eval)
+        out[f"{k}_excess_error_se"] = float(np.hypot(out[f"{k}_error_se"],
+                                                     out["bayes_error_se"]))
     cmp.append(upper_bound(
         out["bayes_risk"] - out["softmax_risk"],
         Z_SE * float(np.hypot(out["bayes_risk_se"], out["softmax_risk_se"])) + 1e-10,

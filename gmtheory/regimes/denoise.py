@@ -199,7 +199,9 @@ def denoising_limit(prob, key) -> tuple[dict, list]:
         combined_z(out["linear_risk"], 0.0, lin_mc, lin_mc_se), Z_SE,
         "closed-form linear_risk against Monte Carlo of |A* Z - X|^2 on fresh samples: within "
         "4 standard errors", name="linear_risk |z| (closed form vs MC)"))
+    out["linear_risk_se"], out["linear_risk_error_kind"] = 0.0, "exact (closed form)"
     out["linear_gap"] = out["linear_risk"] - out["bayes_risk"]
+    out["linear_gap_se"] = out["bayes_risk_se"]          # the linear risk is exact
     cmp.append(upper_bound(
         out["bayes_risk"] - out["linear_risk"],
         Z_SE * out["bayes_risk_se"] + 1e-10 * out["linear_risk"],
@@ -221,7 +223,8 @@ def denoising_limit(prob, key) -> tuple[dict, list]:
         err = float(jnp.max(jnp.abs(hz - ref))) / (float(jnp.max(jnp.abs(ref))) + 1e-300)
         out["construction"] = label
         out["construction_heads"] = len(heads)
-        out["construction_excess"] = float(jnp.mean(jnp.sum((hz - ref) ** 2, -1)))
+        out["construction_excess"], out["construction_excess_se"] = mc_mean_se(
+            jnp.sum((hz - ref) ** 2, -1))
         cmp.append(agreement(
             err, 1e-8, f"the {label} construction against eq. (10)'s Bayes denoiser, point "
             "by point: both closed forms, equal up to float64 round-off in the gates",
@@ -253,13 +256,16 @@ def denoising_limit(prob, key) -> tuple[dict, list]:
             f"{M} head(s): the risk as bayes_risk + excess rests on E<T - f*, f* - X> = 0 "
             "(f* the posterior mean); its Monte Carlo mean on fresh pairs is within 4 "
             "standard errors of 0", name=f"head{M}: orthogonality |z|"))
-        out[f"head{M}_gap_recovered"] = (1.0 - e / out["linear_gap"]
-                                         if out["linear_gap"] > 0 else float("nan"))
+        g, g_se = out["linear_gap"], out["linear_gap_se"]
+        out[f"head{M}_gap_recovered"] = 1.0 - e / g if g > 0 else float("nan")
+        # delta method, the excess (fresh pairs) and the gap (Bayes value) independent
+        out[f"head{M}_gap_recovered_se"] = (float(np.hypot(se / g, e * g_se / g**2))
+                                            if g > 0 else float("nan"))
         out[f"head{M}_starts"] = per_start
         out[f"head{M}_U"], out[f"head{M}_V"] = np.asarray(theta["U"]), np.asarray(theta["V"])
     # the best of linear attention and the heads, and the mixture mean that one head cannot
     # cancel (report.HEAD_FAMILY)
-    cands = [("linear attention", out["linear_risk"], 0.0)] + [
+    cands = [("linear attention", out["linear_risk"], out["linear_risk_se"])] + [
         (f"{M} head(s)", out[f"head{M}_risk"], out[f"head{M}_risk_se"]) for M in opts.heads]
     out["best_model"], out["best_risk"], out["best_risk_se"] = min(cands, key=lambda c: c[1])
     out["mixture_mean_norm"] = float(jnp.linalg.norm(mix.mean()))
@@ -350,10 +356,14 @@ def _finite_prompt(mix, xi, theta, L, key, opts, prefix="prompt"):
     dv, dv_se = mc_mean_se(jnp.mean(jnp.sum((tl - ti) ** 2, -1), -1))
     res.update({"L": L, "prompt_dev": dv, "prompt_dev_se": dv_se})
     if theta["U"].shape[0] == 1:
-        pred = float(jnp.mean(jnp.sum(
-            finite_prompt_variance(mz, theta["U"][0], theta["V"][0], zf), -1))) / L
-        res["prompt_dev_pred"] = pred
+        # the prediction averaged over the same queries (its SE: over those queries)
+        pred, pred_se = mc_mean_se(jnp.sum(
+            finite_prompt_variance(mz, theta["U"][0], theta["V"][0], zf), -1) / L)
+        res["prompt_dev_pred"], res["prompt_dev_pred_se"] = pred, pred_se
         res["prompt_dev_ratio"] = dv / pred
+        # delta method; the two share their queries (positively correlated), so adding the
+        # relative errors in quadrature overstates the ratio's error
+        res["prompt_dev_ratio_se"] = float(abs(dv / pred) * np.hypot(dv_se / dv, pred_se / pred))
         # the 1/L law is asymptotic in the effective sample size of the prompt's weights
         ess = effective_sample_size(mz, theta["U"][0], zf, L)
         res["prompt_ess_p10"] = float(jnp.percentile(ess, 10))

@@ -61,12 +61,15 @@ def report_markdown(res, *, figure: str | None = None) -> str:
     if prob.task == "denoising":
         lines += ["Gap recovered by the heads, 1 - excess / (linear_risk - bayes_risk):", ""]
         for p in res.points:
+            g = {M: fmt(p.get(f"head{M}_gap_recovered"), p.get(f"head{M}_gap_recovered_se"))
+                 for M in prob.options.heads}
             rec = ", ".join(
-                f"{M} head(s) {fmt(p.get(f'head{M}_gap_recovered'))} (search objective over "
+                f"{M} head(s) {g[M]} (search objective over "
                 f"{len(p[f'head{M}_starts'])} starts: {fmt(min(p[f'head{M}_starts']))} to "
                 f"{fmt(max(p[f'head{M}_starts']))})"
                 for M in prob.options.heads)
-            extra = (f"; construction: {p['construction']}, excess {fmt(p['construction_excess'])}"
+            extra = (f"; construction: {p['construction']}, excess "
+                     f"{fmt(p['construction_excess'], p.get('construction_excess_se'))}"
                      if "construction" in p else "")
             lines.append(f"* {_where(p, axes)}: {rec}{extra}")
         lines.append("")
