@@ -67,7 +67,10 @@ CHECKS_INTRO = (
     "XLA:CPU's `jnp.max` drops a NaN from an array of 4096 or more elements (measured with "
     "jax 0.10.2), so the check modules use none of them on measured values "
     "(`tests/test_verdicts.py` scans for them). `gmtheory verify` exits 0 on PASS and "
-    "FINDING. The verdicts and every comparison of a real run are in the "
+    "FINDING. A check whose id ends in `-paper` makes the same comparisons on the "
+    "committed paper-profile result of its check's simulation (`simulations/committed/`; "
+    "it is never rerun there, and without it the check is an ERROR that says how to make "
+    "it). The verdicts and every comparison of a real run are in the "
     "[report](report.md), and so is the perturbation test (`pytest -m mutation`, "
     "gmtheory/verify/mutation.py): the output of each public theory function, made wrong "
     "by a factor 1 + delta, must turn a check FAIL, and so must a NaN or a sign flip in "
@@ -432,7 +435,8 @@ def _committed_text(name: str, profile: str = "paper") -> str:
     c = json.loads(js.read_text()).get("committed", {})
     stale = "" if load_committed(name, profile) else "; **stale: the profile changed, rerun**"
     return (f"`simulations/committed/{name}/{profile}.npz`, commit {str(c.get('git'))[:10]}, "
-            f"{(c.get('run_seconds') or 0) / 60:.1f} min on {c.get('cpu_count')} cores "
+            f"{(c.get('run_seconds') or 0) / 60:.1f} min on {c.get('cpu_count')} "
+            f"{'core' if c.get('cpu_count') == 1 else 'cores'} "
             f"({c.get('machine')}){stale}")
 
 

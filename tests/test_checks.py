@@ -75,6 +75,35 @@ def test_checks_read_their_figures_run():
             f"{cid} declares experiment={sim!r} but does not read it with experiment()")
 
 
+def test_paper_variants_read_a_committed_paper_run():
+    """A ``-paper`` check reads the committed paper-profile result of its check's
+    experiment, for the profile's current config (never a rerun: hours on a CPU), and a
+    figure of that simulation lists the quick check it varies."""
+    from gmtheory.figures._base import FIGURES, load_all
+    from gmtheory.simulations.committed import load_committed
+    from gmtheory.verify import EXPERIMENTS, PAPER_VARIANTS
+
+    load_all()
+    for vid, sim in PAPER_VARIANTS.items():
+        base = vid.removesuffix("-paper")
+        assert EXPERIMENTS[base] == sim, (vid, sim)
+        assert load_committed(sim, "paper") is not None, (
+            f"{vid}: no committed paper result of {sim!r} for its current config; run "
+            f"`gmtheory run {sim} --profile paper --commit`")
+        assert any(base in f.checks and f.simulation == sim for f in FIGURES.values()), vid
+
+
+def test_a_paper_variant_without_its_committed_run_says_how_to_make_it(monkeypatch):
+    from gmtheory.simulations import committed
+    from gmtheory.verify import PAPER_VARIANTS
+
+    monkeypatch.setattr(committed, "load_committed", lambda name, profile: None)
+    vid, sim = next(iter(PAPER_VARIANTS.items()))
+    (res,) = run_checks([c for c in select_checks(None) if c.id == vid], progress=False)
+    assert res.verdict == "ERROR" and not res.passed
+    assert f"gmtheory run {sim} --profile paper --commit" in res.error
+
+
 def test_expected_findings_are_pinned_paper_claims():
     ids = {c.id for c in select_checks(None)}
     for cid, entry in EXPECTED.items():

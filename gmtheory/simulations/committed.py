@@ -21,7 +21,7 @@ import json
 import platform
 from pathlib import Path
 
-from ..cache import changed_files, load_result, save_result
+from ..cache import changed_files, load_result, mark_perturbed, perturbed, save_result
 from ._base import get_simulation, make_config, profiles_dir, run_simulation
 
 __all__ = ["committed_stem", "commit_result", "load_committed"]
@@ -83,7 +83,15 @@ def load_committed(name: str, profile: str = "paper"):
     now = json.loads(json.dumps(dataclasses.asdict(make_config(sim, profile)), default=str))
     if meta.get("config") != now:
         return None
-    hit = load_result(stem, meta["key"])
+    # a record of unperturbed code, read as such by a perturbed process too (the perturbation
+    # test: a check on a committed run tests what it computes from the record, while its
+    # quick twin recomputes the run under the perturbation)
+    was = perturbed()
+    mark_perturbed(None)
+    try:
+        hit = load_result(stem, meta["key"])
+    finally:
+        mark_perturbed(was)
     if hit is None:
         return None
     arrays, meta = hit
@@ -91,7 +99,7 @@ def load_committed(name: str, profile: str = "paper"):
     changed = changed_files(meta.get("fingerprint") or {}, sim.fingerprint())
     note = (f"{name} [{profile}]: committed result (recorded at commit "
             f"{str(info.get('git'))[:10]}; {(info.get('run_seconds') or 0) / 60:.0f} min on "
-            f"{info.get('cpu_count')} cores)")
+            f"{info.get('cpu_count')} {'core' if info.get('cpu_count') == 1 else 'cores'})")
     if changed:
         note += f"; source changed since in {', '.join(changed)}"
     return arrays, meta, note

@@ -9,6 +9,7 @@ from ._registry import (
     CHECKS,
     EXPERIMENTS,
     KINDS,
+    PAPER_VARIANTS,
     Check,
     CheckResult,
     Comparison,
@@ -33,7 +34,8 @@ from ._registry import (
     write_json,
 )
 
-__all__ = ["CHECKS", "EXPERIMENTS", "experiment", "experiment_stem", "results_dir",
+__all__ = ["CHECKS", "EXPERIMENTS", "PAPER_VARIANTS", "experiment", "experiment_stem",
+           "results_dir",
            "set_results_dir", "KINDS", "Check", "CheckResult", "Comparison", "Outcome", "agreement",
            "equivalence", "all_checks", "count", "format_table", "lower_bound", "read_json",
            "register_check",

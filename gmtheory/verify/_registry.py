@@ -28,6 +28,7 @@ The verdict follows from the comparisons and from nothing else (there is no over
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import math
 import os
@@ -40,7 +41,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 __all__ = ["Check", "Outcome", "Comparison", "CheckResult", "register_check", "CHECKS",
-           "EXPERIMENTS", "experiment", "experiment_stem", "results_dir", "set_results_dir",
+           "EXPERIMENTS", "PAPER_VARIANTS", "experiment", "experiment_stem", "results_dir",
+           "set_results_dir",
            "all_checks", "summary_line", "run_checks", "select_checks", "format_table",
            "agreement", "equivalence", "upper_bound", "lower_bound", "count", "KINDS",
            "rel_error",
@@ -104,22 +106,48 @@ CHECKS: dict[str, Check] = {}
 # that the check's figures draw, at their profile and config
 EXPERIMENTS: dict[str, str] = {}
 EXPERIMENT_PROFILE = "quick"     # the profile `gmtheory figures` and `reproduce` draw
+# paper variants (register_check(paper=...)): check id -> the simulation whose committed
+# paper-profile result it reads; _PROFILE is the profile experiment() reads right now
+PAPER = "-paper"
+PAPER_VARIANTS: dict[str, str] = {}
+_PROFILE = [EXPERIMENT_PROFILE]
 _RESULTS = [os.environ.get("GMTHEORY_RESULTS", "simulations/results")]
 
 
-def register_check(id: str, claim: str, reference: str, *, experiment: str | None = None):
+def register_check(id: str, claim: str, reference: str, *, experiment: str | None = None,
+                   paper: str | None = None):
     """Decorator registering ``fn() -> Outcome`` as check ``id``; ``experiment`` names the
-    simulation whose cached result the check reads with :func:`experiment`."""
+    simulation whose cached result the check reads with :func:`experiment`.  ``paper``
+    (with ``experiment``) also registers ``id + "-paper"``: the same check on the committed
+    paper-profile result of that simulation (``gmtheory run NAME --profile paper
+    --commit``), its claim followed by ``paper`` (what the larger run adds)."""
 
     def deco(fn):
-        if id in CHECKS:
-            raise ValueError(f"check id {id!r} registered twice")
+        for cid in (id, id + PAPER) if paper is not None else (id,):
+            if cid in CHECKS:
+                raise ValueError(f"check id {cid!r} registered twice")
         CHECKS[id] = Check(id, claim, reference, fn)
         if experiment is not None:
             EXPERIMENTS[id] = experiment
+        if paper is not None:
+            if experiment is None:
+                raise ValueError(f"{id}: paper= reads the committed paper run of the check's "
+                                 "experiment; pass experiment=NAME too.")
+            CHECKS[id + PAPER] = Check(id + PAPER, f"{claim} Paper profile: {paper}", reference,
+                                       functools.partial(_on_profile, "paper", fn))
+            PAPER_VARIANTS[id + PAPER] = experiment
         return fn
 
     return deco
+
+
+def _on_profile(profile: str, fn):
+    """Run check ``fn`` with :func:`experiment` reading the committed ``profile`` result."""
+    _PROFILE[0] = profile
+    try:
+        return fn()
+    finally:
+        _PROFILE[0] = EXPERIMENT_PROFILE
 
 
 def results_dir() -> str:
@@ -154,8 +182,18 @@ def experiment(check_id: str) -> dict:
     if check_id not in EXPERIMENTS:
         raise ValueError(f"check_id: {check_id!r} declares no experiment; pass "
                          "experiment=NAME to register_check.")
-    arrays, _, _ = run_simulation(EXPERIMENTS[check_id], EXPERIMENT_PROFILE,
-                                  results_dir=results_dir(), progress=False)
+    name, profile = EXPERIMENTS[check_id], _PROFILE[0]
+    if profile != EXPERIMENT_PROFILE:      # a paper variant: the committed run, never rerun
+        from ..simulations.committed import load_committed
+
+        hit = load_committed(name, profile)
+        if hit is None:
+            raise RuntimeError(
+                f"{check_id}{PAPER}: no committed {profile}-profile result of {name!r} for "
+                f"its current config; run `gmtheory run {name} --profile {profile} --commit` "
+                "(hours on a CPU) and commit simulations/committed/.")
+        return hit[0]
+    arrays, _, _ = run_simulation(name, profile, results_dir=results_dir(), progress=False)
     return arrays
 
 

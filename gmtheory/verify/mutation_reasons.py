@@ -25,10 +25,11 @@ _ICL09 = ("its perturbation enters the icl-softmax and icl-softmax-exact runs (t
           "score: a 2 % change of every head's output moves the Monte Carlo errors by less "
           "than icl.11's 2 % tolerance (measured: caught at 10 %)")
 _ICL_OPT = ("an optimiser: it returns the head at which the checks then evaluate the theory "
-            "(icl.09, icl.11 call the error functions at its (t, g) or (t, e)), so a 2 % "
-            "change gives another head, compared correctly; the optimum's error that the "
-            "figures draw is not yet compared with the error function at the returned head "
-            "(open, issue 42)")
+            "(icl.09 calls the error functions at its (t, g) or (t, e)), so a 2 % change "
+            "gives another head, compared correctly; the optimum's error that the figures "
+            "draw is not yet compared with the error function at the returned head (open, "
+            "issue 42; done for finite_prompt_optimum, whose stored error icl.11 compares "
+            "with Monte Carlo)")
 _ICL_RUNS = ("open (issue 42, converged runs that the checks read): {}, so a 2 % error is "
              "inside their resolution (caught at 10 %)")
 _READING = ("a reading of a trained GMA model's routing, drawn by the gma-lm and gma-ablations "
@@ -72,7 +73,6 @@ UNCHECKED: dict[str, str] = {
                                     "it"),
     "icl_softmax.softmax_head": _ICL09,
     "icl_softmax.softmax_head_optimum": _ICL_OPT,
-    "icl_softmax.finite_prompt_optimum": _ICL_OPT,
     "icl_softmax.two_head_optimum": _ICL_OPT,
     "icl_softmax.two_head_error": ("icl.09 tests trained pairs against it one-sidedly only "
                                    "(they do not beat it); a Monte Carlo comparison of the "
