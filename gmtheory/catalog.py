@@ -387,7 +387,7 @@ RESULTS: tuple[Result, ...] = (
               "icl_softmax.laplace_residual", "icl_softmax.small_tilt_residual"),
            _f("gmtheory.icl_softmax.finite_prompt_error",
               "gmtheory.icl_softmax.finite_prompt_optimum"),
-           _f("icl.11-softmax-every-prompt-length"),
+           _f("icl.11-softmax-every-prompt-length", "icl.11-softmax-every-prompt-length-paper"),
            _f("icl-softmax-exact", note="Monte Carlo of the d-dimensional head"),
            ("icl-softmax-exact",)),
     Result("icl-dmmse", "ICL docs/topics/icl.md#dmmse", "dMMSE",
