@@ -191,7 +191,7 @@ def experiment(check_id: str) -> dict:
             raise RuntimeError(
                 f"{check_id}{PAPER}: no committed {profile}-profile result of {name!r} for "
                 f"its current config; run `gmtheory run {name} --profile {profile} --commit` "
-                "(hours on a CPU) and commit simulations/committed/.")
+                "(a paper run: minutes to hours) and commit simulations/committed/.")
         return hit[0]
     arrays, _, _ = run_simulation(name, profile, results_dir=results_dir(), progress=False)
     return arrays
