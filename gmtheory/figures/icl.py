@@ -276,14 +276,17 @@ def draw_equivalence(a, meta):
         cx.set_xlabel("τ = n / d²")
         for x in (ax, bx, cx):
             x.axvline(1.0, color="grey", ls=":", lw=1)
-    # each row shares its y axis: make room for every extrapolated bar, after all panels
+    # each row shares its y axis: make room for every extrapolated bar, after all panels,
+    # and for the equivalent-linear points, drawn after _sims fixed the middle row's limits
+    eq_top = np.nanmax((a["eq_mean"] + 2 * a["eq_se"]) / a["theory_at"])
     for row, (lim, se) in ((1, (a["gap_inf"], a["gap_inf_se"])),
                            (2, (a["ratio_inf"], a["ratio_inf_se"]))):
         ok = np.isfinite(lim)
         if ok.any():
             lo, hi = axes[row, 0].get_ylim()
+            top = float(np.max(1 + lim[ok] + 2 * se[ok])) + 0.02
             axes[row, 0].set_ylim(min(lo, float(np.min(1 + lim[ok] - 2 * se[ok])) - 0.02),
-                                  max(hi, float(np.max(1 + lim[ok] + 2 * se[ok])) + 0.02))
+                                  max(hi, top, 1.02 * eq_top if row == 1 else top))
     axes[0, 0].set_ylabel("test error e_f")
     axes[2, 0].set_ylabel("nonlinear / equivalent\n(paired, per trial)")
     return _finish(fig, axes, f"Nonlinearity acts as noise (α = {cfg['alpha']:g}, κ = ∞, "
