@@ -277,8 +277,10 @@ def draw_equivalence(a, meta):
         for x in (ax, bx, cx):
             x.axvline(1.0, color="grey", ls=":", lw=1)
     # each row shares its y axis: make room for every extrapolated bar, after all panels,
-    # and for the equivalent-linear points, drawn after _sims fixed the middle row's limits
-    eq_top = np.nanmax((a["eq_mean"] + 2 * a["eq_se"]) / a["theory_at"])
+    # and for every finite-d point of the middle row (_sims fixed its limits at the first
+    # column, before the other columns and the equivalent-linear points were drawn)
+    eq_top = max(np.nanmax((a["eq_mean"] + 2 * a["eq_se"]) / a["theory_at"]),
+                 np.nanmax(1 + a["rel_gap"] + 2 * a["rel_se"]))
     for row, (lim, se) in ((1, (a["gap_inf"], a["gap_inf_se"])),
                            (2, (a["ratio_inf"], a["ratio_inf_se"]))):
         ok = np.isfinite(lim)
