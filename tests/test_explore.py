@@ -462,3 +462,52 @@ def test_dimension_as_an_axis(tmp_path):
     assert b["linear_gap"] == pytest.approx(a["linear_gap"], rel=1e-8)
     with pytest.raises(SpecError, match=r"vary\.d\[0\]"):
         problem_from_dict({**spec, "vary": {"d": [1]}})
+
+
+@pytest.mark.xdist_group("explore")
+def test_untuned_mixture_at_small_noise_at_the_defaults(tmp_path):
+    """Noise 0.1 below the smallest component's standard deviation (0.22): the posterior is
+    sharp, Gauss-Hermite does not converge by order 128, so the Bayes risk is a Monte Carlo
+    mean that says which option would change that, and the point PASSes at the defaults."""
+    spec = {"task": "denoising", "mixture": UNTUNED, "denoising": {"noise": 0.1},
+            "options": HEADS_SMALL}
+    (p,) = explore(spec, results_dir=tmp_path, progress=False).points
+    assert p["verdict"] == "PASS", _held(p)
+    assert p["bayes_risk_se"] > 0
+    assert _independent_mc_z(p["bayes_risk"], p["bayes_risk_se"], p["bayes_risk_mc"],
+                             p["bayes_risk_mc_se"]) <= 4
+    if p["bayes_order_capped"]:
+        assert p["bayes_risk_error_kind"] == "monte carlo"
+        assert "options.max_order" in p["bayes_method"]
+
+
+def test_explore_refuses_float32():
+    import jax
+
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with pytest.raises(RuntimeError, match="gmtheory.enable_x64"):
+            explore(GOOD, progress=False)
+    finally:
+        jax.config.update("jax_enable_x64", True)
+
+
+@pytest.mark.xdist_group("explore")
+def test_classification_on_prompts_with_a_trained_head(tmp_path):
+    """Three classes in d = 2 on prompts of L labelled tokens: the limit-optimal head and
+    heads trained on such prompts, each with its 0-1 error and risk and their SEs; no
+    trained head beats the Bayes rule."""
+    spec = {"task": "classification", "mixture": THREE_CLASSES,
+            "classification": {"labels": [0, 1, 2]}, "vary": {"L": [16, 64]},
+            "options": {**HEADS_SMALL, "mc_samples": 8000, "prompts": 8, "queries": 32,
+                        "train_steps": 20, "train_prompts": 4, "train_queries": 16}}
+    res = explore(spec, results_dir=tmp_path, progress=False)
+    for p in res.points:
+        assert p["verdict"] == "PASS", _held(p)
+        for k in ("prompt_error", "prompt_risk", "trained_error", "trained_risk"):
+            assert np.isfinite(p[k]) and p[f"{k}_se"] > 0, k
+        assert p["trained_error"] + 4 * p["trained_error_se"] >= p["bayes_error"]
+        assert p["trained_steps"] == 20
+        _assert_every_reading_has_its_error(p)
+    res.write(tmp_path / "out")
+    assert "head trained on L-token prompts" in (tmp_path / "out" / "report.md").read_text()

@@ -27,7 +27,8 @@ SERIES = {
     "classification": [("bayes_error", "Bayes", "k", "o"),
                        ("linear_error", "linear attention", "C0", "s"),
                        ("softmax_error", "softmax head", "C1", "^"),
-                       ("prompt_error", "head on an L-token prompt", "C6", "x")],
+                       ("prompt_error", "head on an L-token prompt", "C6", "x"),
+                       ("trained_error", "head trained on L-token prompts", "C5", "P")],
 }
 
 

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import jax
 import numpy as np
 
 from .spec import AXES, Options, Problem, SpecError, at_point, load_spec, problem_from_dict
@@ -137,6 +138,11 @@ def explore(problem, vary: dict | None = None, *, results_dir="simulations/resul
     from ..comparisons import Outcome
     from .spec import _axes, sweep_points
 
+    if not jax.config.jax_enable_x64:
+        # in float32 the closed forms differ from their second computations by ~1e-7, and
+        # the comparisons, decided at float64 round-off, would FAIL on every problem
+        raise RuntimeError("explore: its comparisons are decided at float64 round-off; call "
+                           "gmtheory.enable_x64() first (the gmtheory CLI does).")
     prob = _coerce(problem)
     if vary is not None:
         prob = dataclasses.replace(prob, vary=_axes(vary, dataclasses.replace(prob, vary={}),

@@ -140,6 +140,15 @@ def mc_mean_se(values):
     return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size))
 
 
+def seeds_mean_se(values, ses):
+    """Mean over independently trained seeds, each evaluated on the same prompts with its
+    own SE over prompts: the SE counts both the prompts (the seeds' mean squared SE over
+    the number of seeds) and the spread over seeds (their variance over the number)."""
+    v, s = np.asarray(values, dtype=float), np.asarray(ses, dtype=float)
+    spread = v.var(ddof=1) / v.size if v.size > 1 else 0.0
+    return float(v.mean()), float(np.sqrt(np.mean(s**2) / v.size + spread))
+
+
 def binomial_mean_se(hits):
     """Mean of 0/1 outcomes with the Agresti–Coull standard error
     ``sqrt(p~ (1 - p~) / (n + 4))``, ``p~ = (k + 2) / (n + 4)``: unlike ``sqrt(p (1 - p) / n)``

@@ -26,16 +26,19 @@ classes, the cross-entropy of ``softmax(g)`` for more.
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from scipy.stats import norm
 
 from .. import lda
 from ..comparisons import agreement, upper_bound
 from ..mixture import GaussianMixture
 from ..operators import softmax_attention, softmax_attention_limit
-from ..training import minimize_lbfgs
+from ..training import minimize_lbfgs, train
 from ._nodes import (
     adaptive_means,
     binomial_mean_se,
@@ -43,6 +46,7 @@ from ._nodes import (
     mc_mean_se,
     nodes,
     resolved_agreement,
+    seeds_mean_se,
 )
 
 Z_SE = 4.0
@@ -138,14 +142,26 @@ def classification_point(prob, key) -> tuple[dict, list]:
 
 def classification_prompt(prob, limit: dict, key) -> dict:
     """The limit-optimal head of :func:`classification_limit` on prompts of ``prob.L``
-    labelled tokens (not in the LDA setting, whose head is Lemma B.3's construction)."""
+    labelled tokens, and heads trained on them by the training engine (not in the LDA
+    setting, whose head is Lemma B.3's construction)."""
     if "softmax_U" not in limit:
         return {"L": prob.L}
     mix = prob.mixture()
     Y = jnp.asarray(_label_vectors(prob.labels, prob.n_classes))
     theta = {"U": jnp.asarray(limit["softmax_U"]), "V": jnp.asarray(limit["softmax_V"])}
-    return _finite_prompt(mix, _augmented(mix, np.asarray(Y)), Y, theta, prob.L, key,
-                          prob.options)
+    opts = prob.options
+    k_eval, k_train = jax.random.split(key)
+    out = {"L": prob.L, **_finite_prompt(mix, Y, theta, prob.L, k_eval, opts)}
+    if opts.train_steps > 0:
+        trained = _train_prompt_head(mix, Y, theta, prob.L, k_train, opts)
+        per_seed = [_finite_prompt(mix, Y, jax.tree.map(lambda a, s=s: a[s], trained),
+                                   prob.L, k_eval, opts, prefix="trained")
+                    for s in range(opts.train_seeds)]
+        for k in ("trained_error", "trained_risk"):
+            out[k], out[f"{k}_se"] = seeds_mean_se([p[k] for p in per_seed],
+                                                   [p[f"{k}_se"] for p in per_seed])
+        out["trained_steps"] = opts.train_steps
+    return out
 
 
 def classification_limit(prob, key) -> tuple[dict, list]:
@@ -334,22 +350,67 @@ def classification_limit(prob, key) -> tuple[dict, list]:
     return out, cmp
 
 
-def _finite_prompt(mix, aug, Yc, theta, L, key, opts):
-    """0-1 error and risk of the limit-optimal head on prompts of ``L`` labelled tokens."""
-    d = mix.dim
-    c = aug.dim - d
-    U = jnp.concatenate([theta["U"], jnp.zeros((d + c, c), theta["U"].dtype)], 1)
-    errs, risks = [], []
-    for p in range(opts.prompts):
-        kt, kx = jax.random.split(jax.random.fold_in(key, p))
-        xt, ct = mix.sample(kt, L)
-        toks = jnp.concatenate([xt, Yc[ct]], 1)
-        xq, cq = mix.sample(kx, opts.queries)
-        q = jnp.concatenate([xq, jnp.zeros((xq.shape[0], c))], 1)
-        g = softmax_attention(toks, U, theta["V"], q)
-        errs.append(float(jnp.mean(_wrong(g, Yc[cq]))))
-        risks.append(float(jnp.mean(_loss(g, Yc[cq]))))
+def _prompt_batch(mix, Yc, key, P, L, Q):
+    """``P`` prompts of ``L`` labelled tokens ``(x, y)``, ``Q`` queries ``(x, 0)`` per prompt
+    and their labels (``Yc`` the label vector of each component)."""
+    c = Yc.shape[1]
+    kt, kx = jax.random.split(key)
+    xt, ct = mix.sample(kt, P * L)
+    toks = jnp.concatenate([xt, Yc[ct]], 1).reshape(P, L, -1)
+    xq, cq = mix.sample(kx, P * Q)
+    q = jnp.concatenate([xq, jnp.zeros((P * Q, c), xq.dtype)], 1).reshape(P, Q, -1)
+    return toks, q, Yc[cq].reshape(P, Q, c)
+
+
+def _prompt_head(theta, toks, q):
+    """The head's label coordinates on a batch of prompts (the query's label slot is 0)."""
+    c = toks.shape[-1] - theta["U"].shape[1]
+    U = jnp.concatenate([theta["U"], jnp.zeros((toks.shape[-1], c), theta["U"].dtype)], 1)
+    return softmax_attention(toks, U, theta["V"], q)
+
+
+@partial(jax.jit, static_argnums=(4, 5, 6))
+def _prompt_scores(theta, mix, Yc, key, P, L, Q):
+    """Per prompt: the fraction of wrong labels and the mean risk over its ``Q`` queries."""
+    toks, q, y = _prompt_batch(mix, Yc, key, P, L, Q)
+    c = Yc.shape[1]
+    g = _prompt_head(theta, toks, q).reshape(-1, c)
+    y = y.reshape(-1, c)
+    return _wrong(g, y).reshape(P, Q).mean(-1), _loss(g, y).reshape(P, Q).mean(-1)
+
+
+def _finite_prompt(mix, Yc, theta, L, key, opts, prefix="prompt"):
+    """0-1 error and risk of a head on ``opts.prompts`` prompts of ``L`` labelled tokens
+    (SE over prompts)."""
+    errs, risks = _prompt_scores(theta, mix, Yc, key, opts.prompts, L, opts.queries)
     e, e_se = mc_mean_se(errs)
     r, r_se = mc_mean_se(risks)
-    return {"L": L, "prompt_error": e, "prompt_error_se": e_se, "prompt_risk": r,
-            "prompt_risk_se": r_se}
+    return {f"{prefix}_error": e, f"{prefix}_error_se": e_se, f"{prefix}_risk": r,
+            f"{prefix}_risk_se": r_se}
+
+
+def _train_loss(theta, data, key):
+    """Finite-prompt training loss: the mean risk over fresh prompts (``data = (mixture,
+    label vectors, shape)``; the prompt length and batch sizes are read off the static
+    shape of ``shape``, so one compiled program serves every point of an L)."""
+    mix, Yc, shape = data
+    P, L, Q = shape.shape
+    toks, q, y = _prompt_batch(mix, Yc, key, P, L, Q)
+    c = Yc.shape[1]
+    return jnp.mean(_loss(_prompt_head(theta, toks, q).reshape(-1, c), y.reshape(-1, c)))
+
+
+_TRAIN_OPT = optax.adam(3e-3)
+
+
+def _train_prompt_head(mix, Yc, theta0, L, key, opts):
+    """A head trained on prompts of ``L`` labelled tokens by the training engine, from the
+    limit optimum, ``opts.train_seeds`` seeds (batched): returns the trained parameters."""
+    S = opts.train_seeds
+    keys = jax.random.split(key, S)
+    params = jax.tree.map(lambda a: jnp.broadcast_to(a, (S,) + a.shape), theta0)
+    shape = jnp.zeros((opts.train_prompts, L, opts.train_queries))
+    res = train(_train_loss, params, _TRAIN_OPT, steps=opts.train_steps, key=keys,
+                data=(mix, Yc, shape), batched=True, progress=False,
+                desc=f"head on L = {L} prompts", tag=["explore-classify", L])
+    return res.params

@@ -35,7 +35,14 @@ from ..operators import (
     softmax_attention_limit,
 )
 from ..training import minimize_lbfgs, train
-from ._nodes import adaptive_means, combined_z, mc_mean_se, nodes, resolved_agreement
+from ._nodes import (
+    adaptive_means,
+    combined_z,
+    mc_mean_se,
+    nodes,
+    resolved_agreement,
+    seeds_mean_se,
+)
 
 Z_SE = 4.0  # agreement of two Monte Carlo estimates: within 4 combined standard errors
 QUAD_TOL = 0.25  # the adaptive quadrature stops when its change is below this x the MC SE
@@ -289,12 +296,8 @@ def denoising_prompt(prob, limit: dict, key) -> dict:
         per_seed = [_finite_prompt(mix, xi, jax.tree.map(lambda a, s=s: a[s], trained),
                                    prob.L, k_eval_p, opts, prefix="trained")
                     for s in range(opts.train_seeds)]
-        vals = np.array([p["trained_risk"] for p in per_seed])
-        out["trained_risk"] = float(vals.mean())
-        # spread over seeds and prompts: the seeds' SEs (prompts) and their spread
-        out["trained_risk_se"] = float(np.sqrt(
-            np.mean([p["trained_risk_se"] ** 2 for p in per_seed]) / len(vals)
-            + (vals.var(ddof=1) / len(vals) if len(vals) > 1 else 0.0)))
+        out["trained_risk"], out["trained_risk_se"] = seeds_mean_se(
+            [p["trained_risk"] for p in per_seed], [p["trained_risk_se"] for p in per_seed])
         out["trained_steps"] = opts.train_steps
     return out
 

@@ -11,6 +11,7 @@ COLUMNS = {
                   ("trained_risk", "head trained on L-token prompts")],
     "classification": [("bayes_error", "Bayes error"), ("linear_error", "linear attention"),
                        ("softmax_error", "softmax head"), ("prompt_error", "head, L-token prompt"),
+                       ("trained_error", "head trained on L-token prompts"),
                        ("bayes_risk", "Bayes risk"), ("linear_risk", "linear risk"),
                        ("softmax_risk", "softmax risk")],
 }
