@@ -44,8 +44,6 @@ UNCHECKED: dict[str, str] = {
     "lda.linear_limit_weight": _FINITE_PROMPT,
     "lda.unflatten": ("no check calls it: the checks use the unravel function that "
                       "lda.flatten returns with the vector"),
-    "icl.dmmse_error": ("the Monte Carlo dMMSE error of the icl-gtask simulation; no closed "
-                        "form to compare with, and no check reads that simulation"),
     # called by checks, not caught at delta = 0.1 (measured; docs/measured/mutation.json)
     "approx.beta_for_levels": ("a 10 % larger beta only makes the constructions more "
                                "accurate; the checks test them against their bounds at the "
@@ -90,8 +88,6 @@ UNCHECKED: dict[str, str] = {
                                   "error in it leaves the data still on the equivalence's "
                                   "side; the equivalence's own theory, "
                                   "hermite.equivalence_error, is caught"),
-    "icl.dmmse_errors": ("the dMMSE Monte Carlo errors enter icl.07 only as reported values "
-                         "beside the authors' data; no closed form to compare with"),
     "icl.g_task_ridgeless": ("compared only in icl.07 with the authors' saved Monte Carlo "
                              "data at d = 10, within their standard error; a 10 % change "
                              "stays inside it (measured)"),
@@ -164,9 +160,6 @@ FLIP_REASONS: dict[str, str] = {
                                            "V Gamma U z is invariant under (U, V) -> -(U, V)"),
     "icl.pretrain": ("icl.06, its only check, tests a Gamma ~ 0 (c1 = 0: nothing learnable), "
                      "which a sign flip keeps; a 10 % scale error is caught"),
-    "icl.dmmse_errors": ("open: the Monte Carlo dMMSE errors are reported beside icl.07 (a "
-                         "NaN fails it), not compared: no closed form, and the authors' "
-                         "dMMSE spread (std ~2 for means ~1) decides nothing"),
     "icl.g_task_ridgeless": ("open: the ridgeless theory is reported beside icl.07's "
                              "comparison (a NaN fails it) and enters icl.08 only through "
                              "gaps near kappa's transition; issue 41 lists it"),
