@@ -52,6 +52,8 @@ class ICLSoftmaxConfig(SimConfig):
     steps: int = 1000
     batch: int = 64
     lr: float = 0.02
+    decay: float = 10.0        # AdamW weight decay on the symmetry-breaking parts (DECAYED)
+    decay_until: float = 0.8   # fraction of the steps with that decay; the rest run free
     n_eval: int = 4096
 
 
@@ -64,11 +66,30 @@ def _records(steps):
 
 
 def _units(q, d):
-    """Training units to head parameters: ``A`` and ``e`` are trained divided by
-    ``sqrt(d)``, where their optima are O(1) at every ``d`` (the best single head has
-    ``A = sqrt(t d) I``, ``e = g sqrt(d/t)``), so one learning rate suits every parameter
-    at every ``d``."""
-    return {**q, "A": math.sqrt(d) * q["A"], "e": math.sqrt(d) * q["e"]}
+    """Training parameters to head parameters: ``A = sqrt(d) (a I + O)`` and ``e =
+    sqrt(d) e'``.  The optima are O(1) in these units at every ``d`` (the best single head
+    has ``A = sqrt(t d) I``, ``e = g sqrt(d/t)``), so one learning rate suits every
+    parameter at every ``d``; ``O`` is ``A``'s part off the identity, which the weight decay
+    acts on (:data:`DECAYED`)."""
+    eye = jnp.eye(d, dtype=q["O"].dtype)
+    return {"A": math.sqrt(d) * (q["a"][..., None, None] * eye + q["O"]), "b": q["b"],
+            "c": q["c"], "e": math.sqrt(d) * q["e"]}
+
+
+def _training_units(h, d):
+    """Head parameters to training parameters (the inverse of :func:`_units`)."""
+    a = jnp.trace(h["A"], axis1=-2, axis2=-1) / d / math.sqrt(d)
+    O = h["A"] / math.sqrt(d) - a[..., None, None] * jnp.eye(d, dtype=h["A"].dtype)
+    return {"a": a, "O": O, "b": h["b"], "c": h["c"], "e": h["e"] / math.sqrt(d)}
+
+
+#: the parts of a head that vanish at the rotation-symmetric optimum (A's part off the
+#: identity, b and c): Adam moves coordinates whose gradient is pure noise by ~lr a step
+#: whatever the batch, and these d^2 + 2d coordinates have almost no curvature, so without
+#: decay they drift (measured at d = 16: the off-identity part reached 0.3-0.7 of A's
+#: diagonal and the heads sat 1.2-2.4 % above the best isotropic head; with decay until
+#: DECAY_UNTIL of the steps and none after, 0.1-0.6 %)
+DECAYED = {"a": False, "O": True, "b": True, "c": True, "e": False}
 
 
 def two_heads(params, X, y, xq, ell=None):
@@ -76,7 +97,7 @@ def two_heads(params, X, y, xq, ell=None):
     return jnp.sum(jax.vmap(lambda q: S.softmax_head(q, X, y, xq, ell))(params), axis=0)
 
 
-def _fit(key, d, ells, rho, seeds, steps, batch, lr):
+def _fit(key, d, ells, rho, seeds, steps, batch, lr, decay, decay_until):
     """``seeds`` independent runs, each training one softmax head, a pair of softmax heads
     and one linear-attention head per prompt length in ``ells``, all on the same fresh
     prompts at every step (padded to the longest length; each model reads its own first
@@ -93,9 +114,9 @@ def _fit(key, d, ells, rho, seeds, steps, batch, lr):
     h1, h2 = init(keys[n + 1:2 * n + 1]), init(keys[2 * n + 1:])
     h2 = {**h2, "A": h2["A"] - 0.5 * math.sqrt(d) * jnp.eye(d), "e": 0.0 * h2["e"]}
     pair = jax.tree.map(lambda a, b: jnp.stack([a, b], axis=1), h1, h2)
-    down = lambda q: {**q, "A": q["A"] / math.sqrt(d), "e": q["e"] / math.sqrt(d)}
     shape = lambda x: x.reshape(seeds, A_, *x.shape[1:])
-    p0 = {"softmax": jax.tree.map(shape, down(soft)), "pair": jax.tree.map(shape, down(pair)),
+    p0 = {"softmax": jax.tree.map(shape, _training_units(soft, d)),
+          "pair": jax.tree.map(shape, _training_units(pair, d)),
           "linear": jnp.zeros((seeds, A_, d, d + 1))}
     L = max(ells)
     ell = jnp.asarray(ells)
@@ -111,10 +132,13 @@ def _fit(key, d, ells, rho, seeds, steps, batch, lr):
         return jnp.sum(es) + jnp.sum(ep) + jnp.sum(el)
 
     sched = optax.cosine_decay_schedule(lr, steps, alpha=1e-2)
-    opt = optax.chain(optax.clip(1.0), optax.adam(sched))
+    wd = optax.piecewise_constant_schedule(decay, {int(decay_until * steps): 0.0})
+    mask = {"softmax": DECAYED, "pair": DECAYED, "linear": False}
+    opt = optax.chain(optax.clip(1.0), optax.inject_hyperparams(optax.adamw)(
+        learning_rate=sched, weight_decay=wd, mask=mask))
     res = train(loss, p0, opt, steps=steps, key=jax.random.split(keys[0], seeds),
                 record_every=_records(steps), batched=True, desc=f"icl-softmax d={d}",
-                tag=["icl-softmax", d, list(ells), rho, batch, lr, "pair"])
+                tag=["icl-softmax", d, list(ells), rho, batch, lr, decay, decay_until, "pair"])
     out = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1).reshape(A_ * seeds, *x.shape[2:]),
                        res.params)
     return _units(out["softmax"], d), _units(out["pair"], d), out["linear"]
@@ -144,7 +168,8 @@ def _point(cfg, p, key):
     ells = [_ell(d, a) for a in cfg.alphas]
     S_, A_ = int(cfg.seeds), len(ells)
     kf, ke = jax.random.split(key)
-    soft, pair, gam = _fit(kf, d, ells, cfg.rho, S_, cfg.steps, cfg.batch, cfg.lr)
+    soft, pair, gam = _fit(kf, d, ells, cfg.rho, S_, cfg.steps, cfg.batch, cfg.lr,
+                           cfg.decay, cfg.decay_until)
     opts = [S.finite_prompt_optimum(ell, cfg.rho, d) for ell in ells]
     pairs = [S.two_head_optimum(ell, cfg.rho, d) for ell in ells]
     iso = jax.tree.map(lambda *x: jnp.stack(x),
