@@ -152,7 +152,6 @@ FLIP_REASONS: dict[str, str] = {
     "lda.krylov_basis": "-B is an orthonormal basis of the same Krylov space",
     "icl.sample_pool": _RANDOM + " (Gaussian task pool)",
     "icl_softmax.sample_prompts": _RANDOM + " (Gaussian prompts and tasks)",
-    "icl_softmax.init_softmax_head": _RANDOM + " (a random initialisation)",
     "gma.init": _RANDOM + " (a random initialisation)",
     "icl_softmax.isotropic_params": ("the head is invariant under (A, b, c, e) -> -(A, b, c, "
                                      "e): both factors of each term of its output flip"),
