@@ -79,7 +79,7 @@ register_figure(Figure(
              "best isotropic head, computed exactly at each ℓ and d, figure "
              "icl-softmax-exact) tends to linear attention's at the prompt length ℓ/e as "
              "d → ∞ (dashed). Trained softmax heads, every parameter free (weight decay on "
-             "the parts that vanish at the symmetric optimum for 80 % of the steps), reach "
+             "the parts that vanish at the symmetric optimum for 95 % of the steps), reach "
              "that curve and do not go below it. A second head that can output the prompt's "
              "mean label (green) cancels the mean part of the weights' variance; the pair's "
              "best error, reached as the tilt goes to 0, is linear attention's on centred "
