@@ -14,9 +14,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from ..mixture import GaussianMixture, psd_factor
 from ..quadrature import gauss_hermite_rule
+from ..training import train
 
 
 class Nodes(NamedTuple):
@@ -138,6 +140,25 @@ def mc_mean_se(values):
     """Plain Monte Carlo mean and standard error of i.i.d. values."""
     v = np.asarray(values, dtype=float)
     return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size))
+
+
+_PROMPT_OPT = optax.adam(3e-3)   # one object: the training engine caches its program on it
+
+
+def train_on_prompts(loss, theta0, data, key, opts, *, L, tag):
+    """Heads trained on fresh prompts of ``L`` tokens by the training engine (Adam,
+    ``opts.train_steps`` steps), ``opts.train_seeds`` seeds from ``theta0`` at once
+    (batched): the parameters with a leading seed axis.  ``loss(theta, data, key)`` draws
+    its prompts from ``key``; ``data`` ends with an array whose static shape is
+    ``(opts.train_prompts, L, opts.train_queries)``, so that one compiled program serves
+    every point of an L."""
+    S = opts.train_seeds
+    params = jax.tree.map(lambda a: jnp.broadcast_to(a, (S,) + a.shape), theta0)
+    shape = jnp.zeros((opts.train_prompts, L, opts.train_queries))
+    res = train(loss, params, _PROMPT_OPT, steps=opts.train_steps,
+                key=jax.random.split(key, S), data=(*data, shape), batched=True,
+                progress=False, desc=f"head on L = {L} prompts", tag=tag)
+    return res.params
 
 
 def seeds_mean_se(values, ses):

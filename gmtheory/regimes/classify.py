@@ -31,14 +31,13 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from scipy.stats import norm
 
 from .. import lda
 from ..comparisons import agreement, upper_bound
 from ..mixture import GaussianMixture
 from ..operators import softmax_attention, softmax_attention_limit
-from ..training import minimize_lbfgs, train
+from ..training import minimize_lbfgs
 from ._nodes import (
     adaptive_means,
     binomial_mean_se,
@@ -47,6 +46,7 @@ from ._nodes import (
     nodes,
     resolved_agreement,
     seeds_mean_se,
+    train_on_prompts,
 )
 
 Z_SE = 4.0
@@ -153,7 +153,8 @@ def classification_prompt(prob, limit: dict, key) -> dict:
     k_eval, k_train = jax.random.split(key)
     out = {"L": prob.L, **_finite_prompt(mix, Y, theta, prob.L, k_eval, opts)}
     if opts.train_steps > 0:
-        trained = _train_prompt_head(mix, Y, theta, prob.L, k_train, opts)
+        trained = train_on_prompts(_train_loss, theta, (mix, Y), k_train, opts, L=prob.L,
+                                   tag=["explore-classify", prob.L])
         per_seed = [_finite_prompt(mix, Y, jax.tree.map(lambda a, s=s: a[s], trained),
                                    prob.L, k_eval, opts, prefix="trained")
                     for s in range(opts.train_seeds)]
@@ -398,19 +399,3 @@ def _train_loss(theta, data, key):
     toks, q, y = _prompt_batch(mix, Yc, key, P, L, Q)
     c = Yc.shape[1]
     return jnp.mean(_loss(_prompt_head(theta, toks, q).reshape(-1, c), y.reshape(-1, c)))
-
-
-_TRAIN_OPT = optax.adam(3e-3)
-
-
-def _train_prompt_head(mix, Yc, theta0, L, key, opts):
-    """A head trained on prompts of ``L`` labelled tokens by the training engine, from the
-    limit optimum, ``opts.train_seeds`` seeds (batched): returns the trained parameters."""
-    S = opts.train_seeds
-    keys = jax.random.split(key, S)
-    params = jax.tree.map(lambda a: jnp.broadcast_to(a, (S,) + a.shape), theta0)
-    shape = jnp.zeros((opts.train_prompts, L, opts.train_queries))
-    res = train(_train_loss, params, _TRAIN_OPT, steps=opts.train_steps, key=keys,
-                data=(mix, Yc, shape), batched=True, progress=False,
-                desc=f"head on L = {L} prompts", tag=["explore-classify", L])
-    return res.params

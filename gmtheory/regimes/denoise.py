@@ -24,7 +24,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from .. import denoising as D
 from ..comparisons import agreement, upper_bound
@@ -34,7 +33,7 @@ from ..operators import (
     softmax_attention,
     softmax_attention_limit,
 )
-from ..training import minimize_lbfgs, train
+from ..training import minimize_lbfgs
 from ._nodes import (
     adaptive_means,
     combined_z,
@@ -42,6 +41,7 @@ from ._nodes import (
     nodes,
     resolved_agreement,
     seeds_mean_se,
+    train_on_prompts,
 )
 
 Z_SE = 4.0  # agreement of two Monte Carlo estimates: within 4 combined standard errors
@@ -292,7 +292,8 @@ def denoising_prompt(prob, limit: dict, key) -> dict:
     k_eval_p, k_train = jax.random.split(key)
     out = _finite_prompt(mix, xi, theta, prob.L, k_eval_p, opts)
     if opts.train_steps > 0:
-        trained = _train_prompt_head(mix, xi, theta, prob.L, k_train, opts)
+        trained = train_on_prompts(_train_loss, theta, (mix, jnp.asarray(xi)), k_train, opts,
+                                   L=prob.L, tag=["explore-denoise", prob.L])
         per_seed = [_finite_prompt(mix, xi, jax.tree.map(lambda a, s=s: a[s], trained),
                                    prob.L, k_eval_p, opts, prefix="trained")
                     for s in range(opts.train_seeds)]
@@ -325,22 +326,6 @@ def _train_loss(theta, data, key):
     P, L, Q = shape.shape
     toks, x, z = _prompt_batch(mix, xi, key, P, L, Q)
     return jnp.mean(jnp.sum((_prompt_heads(theta, toks, z) - x) ** 2, -1))
-
-
-_TRAIN_OPT = optax.adam(3e-3)
-
-
-def _train_prompt_head(mix, xi, theta0, L, key, opts):
-    """A head trained on prompts of ``L`` tokens by the training engine, from the limit
-    optimum, ``opts.train_seeds`` seeds (batched): returns the trained parameters."""
-    S = opts.train_seeds
-    keys = jax.random.split(key, S)
-    params = jax.tree.map(lambda a: jnp.broadcast_to(a, (S,) + a.shape), theta0)
-    shape = jnp.zeros((opts.train_prompts, L, opts.train_queries))
-    res = train(_train_loss, params, _TRAIN_OPT, steps=opts.train_steps, key=keys,
-                data=(mix, jnp.asarray(xi), shape), batched=True, progress=False,
-                desc=f"head on L = {L} prompts", tag=["explore-denoise", L])
-    return res.params
 
 
 def _finite_prompt(mix, xi, theta, L, key, opts, prefix="prompt"):

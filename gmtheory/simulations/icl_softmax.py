@@ -5,7 +5,9 @@ Per point ``(d, alpha)``, ``seeds`` softmax heads (:func:`gmtheory.icl_softmax.s
 every parameter free: ``A``, ``b``, ``c``, ``e``) and ``seeds`` linear-attention heads (the
 reduced form ``x_q^T Gamma h`` of Lu et al.) are trained at once by
 :func:`gmtheory.training.train`, all on the same fresh prompts at every step (a fresh task
-per prompt: ``tau, kappa = inf``), Adam with a cosine schedule.  Evaluation, on ``n_eval``
+per prompt: ``tau, kappa = inf``), AdamW with a cosine schedule and weight decay on the
+parts of a head that vanish at the symmetric optimum (:data:`DECAYED`, for ``decay_until``
+of the steps).  Evaluation, on ``n_eval``
 fresh prompts shared by every head (paired), with Gaussian tasks, the law under which
 :func:`gmtheory.icl.test_error` scores linear attention exactly, so that linear attention
 serves as a control variate (a softmax model's error = the trained linear head's exact
