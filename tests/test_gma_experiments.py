@@ -113,6 +113,17 @@ def test_gmm_bad_config_names_the_field(field, value):
         _gmm_config(**{field: value})
 
 
+def test_recall_refuses_mqar_ids_past_the_vocabulary():
+    """MQAR with n keys uses 1 + 2 n token ids; past the models' vocabulary JAX would clamp
+    the embedding lookup silently, so the config refuses it and names the field."""
+    from gmtheory.simulations.gma_sims import VOCAB, RecallConfig
+
+    RecallConfig(mqar_keys=(VOCAB - 1) // 2)                 # the largest that fits
+    with pytest.raises(ValueError, match="^mqar_keys:.*mqar_keys <= "):
+        RecallConfig(mqar_keys=(VOCAB - 1) // 2 + 1)
+    RecallConfig(tasks=("listops",), mqar_keys=VOCAB)        # not used: no MQAR
+
+
 def test_gmm_denoising_prompts_and_references():
     """Case D's prompts (from tasks.gmm_icl, x padded to the widest d): clean prompt points
     without labels, the query token carries the noisy point, the target is the clean one.

@@ -263,6 +263,12 @@ class RecallConfig(GMAModelConfig):
     n_test: int = 128         # evaluated in one batch every record (softmax: N^2 scores each)
 
     def __post_init__(self):
+        if "mqar" in self.tasks and T.mqar_vocab(self.mqar_keys) > VOCAB:
+            # an id past the embedding table would be clamped by JAX, silently
+            raise ValueError(f"mqar_keys: MQAR uses 1 + 2 mqar_keys token ids, at most the "
+                             f"models' vocabulary of {VOCAB}; got mqar_keys="
+                             f"{self.mqar_keys} ({T.mqar_vocab(self.mqar_keys)} ids). Use "
+                             f"mqar_keys <= {(VOCAB - 1) // 2}.")
         if self.listops_steps and self.listops_steps < self.records:
             raise ValueError(f"listops_steps: must be 0 (as steps) or at least records="
                              f"{self.records}, got {self.listops_steps}.")
