@@ -128,7 +128,7 @@ UNCHECKED: dict[str, str] = {
                                               "extrapolated Monte Carlo errors with SEs of "
                                               "2-9 %"),
     "icl_softmax.linear_head": _ICL09 + "; the trained linear heads are compared with the "
-                               "optimum within 5 % of its excess",
+                               "optimum within 5 % of its excess (quick run)",
     "icl_softmax.sample_prompts": _ICL09 + " (the prompts of both runs)",
     "lda.sample": ("lda.07's Monte Carlo comparison resolves ~7 % (the tilted weights are "
                    "heavy-tailed: t SE 3 % at 4e6 tokens) and lda.23 tests its SGD runs "
