@@ -43,7 +43,7 @@ from .mixture import GaussianMixture
 __all__ = ["LISTOPS_VOCAB", "LISTOPS_OPS", "listops", "listops_tree", "listops_tokens",
            "listops_value", "mqar", "mqar_vocab", "selective_copy", "gmm_icl",
            "gmm_fixed_means", "gmm_token_dim", "stdlib_corpus", "stdlib_corpus_identity",
-           "numpy_rng"]
+           "numpy_rng", "mqar_frequent_value", "listops_root_rule", "ngram_bits_per_byte"]
 
 # ---------------------------------------------------------------------------- ListOps
 LISTOPS_OPS = ("[MIN", "[MAX", "[MED", "[SM")
@@ -322,3 +322,102 @@ def stdlib_corpus(*, max_train_bytes: int | None = None, max_val_bytes: int | No
     out["python"] = sys.version.split()[0]
     out["root"] = str(root)
     return out
+
+
+# ------------------------------------------------------------------------ trivial rules
+# What a rule that needs no recall or no token mixing scores on each task (issue 44): a
+# learnt model means something only beside these.
+
+def mqar_frequent_value(tokens, labels, n_keys: int) -> np.ndarray:
+    """Per :func:`mqar` sequence, the accuracy of answering every query with the value
+    token that occurs most often in the sequence (ties: the smallest id): a rule that
+    recalls nothing but profits from values drawn with replacement.  ``tokens``,
+    ``labels`` (n, L) as :func:`mqar` returns them; -> (n,) accuracies over each
+    sequence's query positions (sequences without a query are dropped)."""
+    tokens, labels = np.asarray(tokens), np.asarray(labels)
+    if tokens.shape != labels.shape or tokens.ndim != 2:
+        raise ValueError(f"tokens, labels: need two (n, L) arrays of one shape, got "
+                         f"{tokens.shape} and {labels.shape}.")
+    is_val = (tokens > n_keys) & (tokens <= 2 * n_keys)
+    counts = np.stack([np.sum(is_val & (tokens == v), axis=1)
+                       for v in range(n_keys + 1, 2 * n_keys + 1)], axis=1)
+    guess = n_keys + 1 + np.argmax(counts, axis=1)            # first maximum: smallest id
+    q = labels >= 0
+    nq = q.sum(axis=1)
+    hits = np.sum(q & (labels == guess[:, None]), axis=1)
+    keep = nq > 0
+    return hits[keep] / nq[keep]
+
+
+def listops_root_rule(train_tokens, train_labels, test_tokens, test_labels) -> np.ndarray:
+    """The accuracy, per test sequence (0 or 1), of predicting the training set's most
+    frequent label for the sequence's root operator (its first token): no token mixing.
+    ``*_tokens`` (n, L) from :func:`listops`; ``*_labels`` (n,) the values, or (n, L)
+    per-position labels with -1 where there is none (one label per sequence)."""
+    def flat(tok, lab):
+        tok, lab = np.asarray(tok), np.asarray(lab)
+        if lab.ndim == 2:
+            if lab.shape != tok.shape or np.any(np.sum(lab >= 0, axis=1) != 1):
+                raise ValueError("labels: per-position labels need one label >= 0 per "
+                                 f"sequence and the tokens' shape {tok.shape}, got "
+                                 f"{lab.shape}.")
+            lab = lab.max(axis=1)
+        if lab.shape != tok.shape[:1]:
+            raise ValueError(f"labels: need one label per sequence ({tok.shape[0]}), got "
+                             f"shape {lab.shape}.")
+        return tok[:, 0], lab
+    r_tr, y_tr = flat(train_tokens, train_labels)
+    r_te, y_te = flat(test_tokens, test_labels)
+    overall = np.bincount(y_tr, minlength=10).argmax()
+    guess = {int(r): int(np.bincount(y_tr[r_tr == r], minlength=10).argmax())
+             for r in np.unique(r_tr)}
+    pred = np.array([guess.get(int(r), overall) for r in r_te])
+    return (pred == y_te).astype(float)
+
+
+def ngram_bits_per_byte(train, val, order: int, discount: float = 0.75) -> np.ndarray:
+    """Bits per byte of an interpolated absolute-discounting n-gram model with ``order``
+    bytes of context (0: unigram), counted on the bytes ``train`` and scored on every
+    byte of ``val`` from position ``order`` on: ``P_k(b | c) = max(n(c b) - D, 0) / n(c)
+    + D N1+(c) / n(c) P_{k-1}(b | c')``, down to the uniform law over 256 bytes (the
+    context's count ``n(c) = 0`` falls back to ``P_{k-1}``).  A model of local structure
+    only: a mixer scoring above it has learnt less than byte counts hold.  -> (len(val)
+    - order,) bits of each scored byte (mean: the bits per byte; its SE, over bytes, is
+    optimistic: neighbouring bytes correlate)."""
+    if int(order) != order or not 0 <= order <= 6:
+        raise ValueError(f"order: the context length must be an integer in 0..6, got "
+                         f"{order!r}.")
+    if not 0 < discount < 1:
+        raise ValueError(f"discount: must lie in (0, 1), got {discount!r}.")
+    tr = np.asarray(train, np.uint8).astype(np.int64)
+    va = np.asarray(val, np.uint8).astype(np.int64)
+    if tr.size <= order or va.size <= order:
+        raise ValueError(f"train, val: need more than order={order} bytes each.")
+
+    def keys(buf, k):         # context of k bytes before each position i >= order
+        n = buf.size - order
+        c = np.zeros(n, np.int64)
+        for j in range(k):
+            c = c * 256 + buf[order - k + j: order - k + j + n]
+        return c, buf[order:]
+
+    p = np.full(va.size - order, 1.0 / 256)
+    for k in range(order + 1):
+        ct, bt = keys(tr, k)
+        full_u, full_n = np.unique(ct * 256 + bt, return_counts=True)
+        ctx_u, ctx_n = np.unique(ct, return_counts=True)
+        ctx_of_full = full_u // 256
+        types_u, types_n = np.unique(ctx_of_full, return_counts=True)   # N1+(c)
+        cv, bv = keys(va, k)
+        i = np.clip(np.searchsorted(ctx_u, cv), 0, ctx_u.size - 1)
+        seen = ctx_u[i] == cv
+        n_c = np.where(seen, ctx_n[i], 0)
+        f = cv * 256 + bv
+        j = np.clip(np.searchsorted(full_u, f), 0, full_u.size - 1)
+        n_cb = np.where(full_u[j] == f, full_n[j], 0)
+        t = np.clip(np.searchsorted(types_u, cv), 0, types_u.size - 1)
+        n1 = np.where(seen & (types_u[t] == cv), types_n[t], 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mix = (np.maximum(n_cb - discount, 0) + discount * n1 * p) / n_c
+        p = np.where(seen, mix, p)
+    return -np.log2(p)

@@ -8,7 +8,7 @@ from gmtheory.figures.gma_claims import claim_rows
 MIXERS = ("softmax", "linear", "performer", "gma", "ssm")
 
 
-def _recall(listops, mqar, majority=0.2):
+def _recall(listops, mqar, majority=0.2, root=0.25, frequent=0.15, rules=True):
     a = {"mixers": np.asarray(MIXERS), "tasks": np.asarray(["listops", "mqar"]),
          "listops/N": np.asarray([512]), "mqar/N": np.asarray([256])}
     for m in MIXERS:
@@ -16,6 +16,10 @@ def _recall(listops, mqar, majority=0.2):
         a[f"listops/{m}/chance"] = np.asarray([majority])
         a[f"mqar/{m}/acc"] = np.asarray([mqar[m]])
         a[f"mqar/{m}/chance"] = np.asarray([1 / 32])
+    if rules:
+        for t, r in (("listops", root), ("mqar", frequent)):
+            a[f"{t}/rule"], a[f"{t}/rule_se"] = np.asarray([r]), np.asarray([0.005])
+            a[f"{t}/rule_name"] = np.asarray("trivial")
     return a, {}
 
 
@@ -37,6 +41,37 @@ def test_classification_needs_softmax_to_learn_the_task():
     assert claim_rows(_recall(worse, flat), None)[0][1].startswith("not supported")
 
 
+def test_rows_are_gated_on_the_best_trivial_rule():
+    """A task row decides nothing unless softmax beats the best rule that needs no recall
+    or no mixing by 2 SE (and, on MQAR, reaches 0.9): the issue-44 cases, made up."""
+    flat = {m: _seeds(0.2) for m in MIXERS}
+    # ListOps: softmax above the majority class but at the root operator's rule
+    near = dict(flat, softmax=_seeds(0.352, 0.01), gma=_seeds(0.35, 0.02))
+    v = claim_rows(_recall(near, flat, root=0.339), None)[0][1]
+    assert v.startswith("undecided: softmax (0.352) does not beat the best trivial rule")
+    assert claim_rows(_recall(near, flat, root=0.25), None)[0][1] == "supported"
+    # MQAR: everyone at the most-frequent-value rule, far above chance
+    shortcut = {m: _seeds(0.148) for m in MIXERS}
+    v = claim_rows(_recall(flat, shortcut, frequent=0.149), None)[1][1]
+    assert v.startswith("undecided: softmax (0.148) has not learnt the task (below 0.9)")
+    # no baseline recorded: nothing is decided
+    learnt = dict(flat, softmax=_seeds(0.6), gma=_seeds(0.59, 0.02))
+    rows = claim_rows(_recall(learnt, learnt, rules=False), None)
+    assert all("records no trivial-rule baseline" in r[1] for r in rows)
+
+
+def test_lm_row_is_gated_on_the_ngram_models():
+    a = {"mixers": np.asarray(MIXERS), "ngram/orders": np.arange(1, 6),
+         "ngram/bpb": np.asarray([3.51, 2.64, 2.15, 2.02, 2.05])}
+    for m, v in {"softmax": 2.41, "ssm": 2.09, "gma": 2.7, "linear": 2.74,
+                 "performer": 2.73}.items():
+        a[f"{m}/val_bpb"] = np.stack([_seeds(v + 0.1), _seeds(v)], 1)
+    (row,) = claim_rows(None, (a, {}))
+    assert row[1].startswith("undecided: softmax (2.410) does not beat the best trivial "
+                             "rule (2.020)")
+    assert "4: 2.02" in row[2]
+
+
 def test_order_claim_supported_contradicted_or_undecided():
     flat = {m: _seeds(0.2) for m in MIXERS}
     claimed = {"softmax": _seeds(0.95), "ssm": _seeds(0.9), "gma": _seeds(0.6),
@@ -50,7 +85,8 @@ def test_order_claim_supported_contradicted_or_undecided():
 
 
 def test_lm_rows_lower_bits_are_better():
-    a = {"mixers": np.asarray(MIXERS)}
+    a = {"mixers": np.asarray(MIXERS), "ngram/orders": np.arange(1, 6),
+         "ngram/bpb": np.asarray([3.5, 2.6, 2.4, 2.3, 2.3])}
     bpb = {"softmax": 2.0, "ssm": 2.1, "gma": 2.3, "linear": 2.5, "performer": 2.6}
     for m, v in bpb.items():
         a[f"{m}/val_bpb"] = np.stack([_seeds(v + 0.1), _seeds(v)], 1)   # (seeds, records)

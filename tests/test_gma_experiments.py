@@ -45,6 +45,9 @@ def test_lm_runs_and_draws(tmp_path):
     np.testing.assert_allclose(a["gma/resp_usage"].sum(-1), 1.0, rtol=1e-5)
     assert a["gma/resp_table"].sum() == 2 * 2 * 8 * 16          # seeds x heads x tokens
     assert len(a["val_files"]) > 0 and str(a["python"]).count(".") == 2
+    # the n-gram baselines of the claim table, on the run's own bytes (issue 44)
+    assert a["ngram/bpb"].shape == (5,) and np.all(np.isfinite(a["ngram/bpb"]))
+    assert a["ngram/bpb"][1] < a["ngram/bpb"][0] < 8.0
     _draw("gma-lm", a, meta, tmp_path)
     _draw("gma-responsibilities", a, meta, tmp_path)
 
@@ -58,6 +61,9 @@ def test_recall_runs_and_draws(tmp_path):
     assert a["mqar/gma/acc"].shape == (2, 2) and a["listops/gma/acc"].shape == (2, 2)
     assert np.all((a["mqar/gma/acc"] >= 0) & (a["mqar/gma/acc"] <= 1))
     assert a["mqar/gma/acc_curve"].shape == (2, 2, 2)
+    for t in ("listops", "mqar"):           # the trivial rules, on the run's test data
+        assert a[f"{t}/rule"].shape == (2,) and np.all((a[f"{t}/rule"] >= 0)
+                                                       & (a[f"{t}/rule"] <= 1))
     _draw("gma-recall", a, meta, tmp_path)
 
 

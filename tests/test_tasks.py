@@ -140,3 +140,37 @@ def test_stdlib_corpus_split_is_deterministic():
     assert 0.05 < len(full["val_files"]) / (len(full["val_files"]) + len(full["train_files"])) \
         < 0.25
     assert "os.py" in full["train_files"] + full["val_files"]
+
+
+def test_mqar_frequent_value_rule_on_a_hand_made_sequence():
+    # keys 1..4, values 5..8: values 6, 6, 7 in the context; queries answered 6 and 7
+    tok = np.array([[1, 6, 2, 6, 3, 7, 1, 3, 0]])
+    lab = np.array([[-1, -1, -1, -1, -1, -1, 6, 7, -1]])
+    assert tasks.mqar_frequent_value(tok, lab, 4).tolist() == [0.5]
+    d = tasks.mqar(jax.random.key(0), 64, 24, 6, 8)
+    acc = tasks.mqar_frequent_value(d["tokens"], d["label"], 8)
+    assert acc.shape == (64,) and 0 < acc.mean() < 0.6      # above chance 1/8, no recall
+
+
+def test_listops_root_rule_uses_only_the_first_token():
+    tr = np.array([[11, 1, 2, 15], [11, 3, 4, 15], [12, 5, 6, 15], [12, 0, 0, 15]])
+    ytr = np.array([2, 2, 6, 6])
+    te = np.array([[11, 9, 9, 15], [12, 9, 9, 15], [13, 1, 1, 15]])
+    assert tasks.listops_root_rule(tr, ytr, te, np.array([2, 5, 2])).tolist() == [1, 0, 1]
+    with pytest.raises(ValueError, match="^labels:"):
+        tasks.listops_root_rule(tr, ytr[:2], te, np.array([2, 5, 2]))
+
+
+def test_ngram_model_is_a_normalised_law_and_learns_structure():
+    rng = np.random.default_rng(0)
+    tr = rng.integers(0, 5, 3000).astype(np.uint8)
+    for k in (0, 1, 3):
+        ctx = tr[100:100 + k]
+        p = [2.0 ** -tasks.ngram_bits_per_byte(tr, np.r_[ctx, b].astype(np.uint8), k)[0]
+             for b in range(256)]
+        assert abs(sum(p) - 1) < 1e-12
+    cyc = np.tile(np.arange(7, dtype=np.uint8), 500)        # deterministic given 1 byte
+    assert tasks.ngram_bits_per_byte(cyc, cyc[:200], 1).mean() < 0.1
+    assert abs(tasks.ngram_bits_per_byte(cyc, cyc[:200], 0).mean() - np.log2(7)) < 0.01
+    with pytest.raises(ValueError, match="^order:"):
+        tasks.ngram_bits_per_byte(cyc, cyc, 9)

@@ -5,15 +5,24 @@ Each claim is decided by comparisons of mean ± SE over seeds (seeds independent
 SE of a difference is ``sqrt(se_a^2 + se_b^2)``); a comparison is *resolved* when the
 difference exceeds ``Z`` = 2 of its SEs.  The rules were fixed before the runs:
 
+Every task row is first gated on learning (issue 44, fixed before the reruns): it is
+*undecided* unless the reference mixer, softmax, beats the task's best trivial rule by more
+than ``Z`` SE (seeds' SE and the rule's, combined), and on MQAR reaches ``LEARNT`` = 0.9.
+The trivial rules need no recall or no mixing (:mod:`gmtheory.tasks`, computed on the run's
+own data by :func:`gmtheory.simulations.gma_sims.recall_baselines` and ``lm_baselines``):
+the majority class and the root operator's majority label on ListOps (which is read at a
+position that holds the root operator when bidirectional), chance and the most frequent
+value in the sequence on MQAR, byte n-gram count models (1-5 bytes of context) on the LM.
+A run that records no baseline decides nothing.
+
 * **competitive long-context classification** (ListOps, bidirectional, the longest N):
-  *undecided* unless softmax beats the majority class by more than ``Z`` SE (a task no
-  model learns ranks nothing); then *supported* if GMA is not resolved below softmax,
-  *not supported* if it is.
+  after the gate, *supported* if GMA is not resolved below softmax, *not supported* if it
+  is.
 * **causal GMA beats linear and random-feature attention but trails softmax and Mamba**
-  (byte LM, validation bits per byte; and the same order on MQAR, our addition): four
-  comparisons of GMA with elu+1, FAVOR+, softmax and the SSM.  *Supported* if all four are
-  resolved in the claimed direction, *not supported* if any is resolved against it,
-  otherwise *undecided* (the unresolved comparisons are named).
+  (byte LM, validation bits per byte; and the same order on MQAR, our addition): after
+  the gate, four comparisons of GMA with elu+1, FAVOR+, softmax and the SSM.
+  *Supported* if all four are resolved in the claimed direction, *not supported* if any
+  is resolved against it, otherwise *undecided* (the unresolved comparisons are named).
 * **responsibilities specialise** (first GMA layer of the byte LM): *supported* if the NMI
   of the argmax component with the byte category exceeds the NMI with shuffled categories
   by more than ``Z`` SE over seeds (heads averaged within a seed).
@@ -35,7 +44,7 @@ import numpy as np
 
 from ..stats import mean_se
 
-__all__ = ["Z", "claim_rows", "memory_row", "claims_table", "runs_table"]
+__all__ = ["Z", "claim_rows", "memory_row", "claims_table", "runs_table", "with_baselines"]
 
 Z = 2.0
 LEARNT = 0.9     # MQAR accuracy at which softmax has learnt recall (issue 27's target)
@@ -82,6 +91,35 @@ def _order(vals: dict, better: str, against) -> tuple[str, list[str]]:
 ORDER = (("linear", "above"), ("performer", "above"), ("softmax", "below"), ("ssm", "below"))
 
 
+def _gate(ref, rule, rule_se, better="higher", learnt=None):
+    """``None`` if softmax (``ref``, per seed) has learnt the task: beats the best trivial
+    rule (``rule`` ± ``rule_se``) by more than ``Z`` SE and, with ``learnt``, reaches it;
+    else the reason the row is undecided."""
+    if rule is None:
+        return "undecided: the run records no trivial-rule baseline (rerun it)"
+    mu, se = mean_se(np.asarray(ref, float))
+    sign = 1.0 if better == "higher" else -1.0
+    margin, s = sign * (mu - rule), float(np.hypot(se, rule_se))
+    if learnt is not None and mu < learnt:
+        return f"undecided: softmax ({mu:.3f}) has not learnt the task (below {learnt:g})"
+    if not margin > Z * s:
+        return (f"undecided: softmax ({mu:.3f}) does not beat the best trivial rule "
+                f"({rule:.3f}) by {Z:g} SE")
+    return None
+
+
+def _rule(a, task, i):
+    """``(value, SE, text)`` of a recall task's best trivial rule at length index ``i``:
+    the run's rule (``TASK/rule``) or the majority / chance rate, whichever is higher."""
+    base = float(a[f"{task}/{str(a['mixers'][0])}/chance"][i])
+    kind = "majority class" if task == "listops" else "chance"
+    if f"{task}/rule" not in a:
+        return None, 0.0, f"{kind} {base:.3f}; no trivial-rule baseline recorded"
+    r, rse = float(a[f"{task}/rule"][i]), float(a[f"{task}/rule_se"][i])
+    text = f"{kind} {base:.3f}; {a[f'{task}/rule_name']} rule {r:.3f} ± {rse:.3f}"
+    return (r, rse, text) if r >= base else (base, 0.0, text)
+
+
 def claim_rows(recall, lm) -> list[tuple[str, str, str, str]]:
     """``(claim, verdict, evidence, command)`` rows from the arrays of the committed cpu
     runs (``recall``, ``lm``: a ``(arrays, meta)`` pair or ``None``)."""
@@ -94,14 +132,13 @@ def claim_rows(recall, lm) -> list[tuple[str, str, str, str]]:
             i = int(np.argmax(a["listops/N"]))
             N = int(a["listops/N"][i])
             acc = {m: a[f"listops/{m}/acc"][i] for m in mixers}
-            major = float(a[f"listops/{mixers[0]}/chance"][i])
-            mu, se = mean_se(acc["softmax"])
+            rule, rule_se, text = _rule(a, "listops", i)
             ev = ", ".join(f"{LABEL[m]} {_ms(acc[m])}" for m in mixers)
             means = [float(np.mean(v)) for v in acc.values()]
-            ev += (f"; majority class {major:.3f}; the {len(mixers)} means span "
-                   f"{max(means) - min(means):.3f}")
-            if not mu - major > Z * se:
-                verdict = "undecided: softmax does not beat the majority class"
+            ev += f"; {text}; the {len(mixers)} means span {max(means) - min(means):.3f}"
+            gate = _gate(acc["softmax"], rule, rule_se)
+            if gate is not None:
+                verdict = gate
             else:
                 d, s = _diff(acc["gma"], acc["softmax"])
                 verdict = "supported" if d > -Z * s else f"not supported (−{-d / s:.1f} SE)"
@@ -111,12 +148,12 @@ def claim_rows(recall, lm) -> list[tuple[str, str, str, str]]:
             i = int(np.argmax(a["mqar/N"]))
             N = int(a["mqar/N"][i])
             acc = {m: a[f"mqar/{m}/acc"][i] for m in mixers}
-            verdict, notes = _order(acc, "higher", ORDER)
+            rule, rule_se, text = _rule(a, "mqar", i)
+            gate = _gate(acc["softmax"], rule, rule_se, learnt=LEARNT) \
+                if "softmax" in acc else "undecided: softmax not run"
+            verdict, notes = (gate, []) if gate else _order(acc, "higher", ORDER)
             ev = ", ".join(f"{LABEL[m]} {_ms(acc[m])}" for m in mixers)
-            ev += f"; chance {float(a[f'mqar/{mixers[0]}/chance'][i]):.3f}"
-            if "softmax" in acc and float(np.mean(acc["softmax"])) < LEARNT:
-                ev += (f"; softmax below {LEARNT:g}: no mixer has learnt the recall "
-                       "mechanism at this budget")
+            ev += f"; {text}"
             rows.append((f"same order on associative recall (MQAR N = {N}, acc.; our addition)",
                          verdict + (f" ({'; '.join(notes)})" if notes else ""), ev, cmd))
     if lm is not None:
@@ -124,8 +161,18 @@ def claim_rows(recall, lm) -> list[tuple[str, str, str, str]]:
         mixers = [str(m) for m in a["mixers"]]
         cmd = "`gmtheory run gma-lm --profile cpu`"
         bpb = {m: a[f"{m}/val_bpb"][:, -1] for m in mixers}
-        verdict, notes = _order(bpb, "lower", ORDER)
+        if "ngram/bpb" in a:
+            j = int(np.argmin(a["ngram/bpb"]))
+            best = float(a["ngram/bpb"][j])
+            grams = ", ".join(f"{int(k)}: {float(v):.2f}"
+                              for k, v in zip(a["ngram/orders"], a["ngram/bpb"], strict=True))
+        else:
+            best, grams = None, "not recorded"
+        gate = _gate(bpb["softmax"], best, 0.0, better="lower") \
+            if "softmax" in bpb else "undecided: softmax not run"
+        verdict, notes = (gate, []) if gate else _order(bpb, "lower", ORDER)
         ev = ", ".join(f"{LABEL[m]} {_ms(bpb[m])}" for m in mixers)
+        ev += f"; byte n-gram models (bytes of context: bits/byte) {grams}"
         rows.append(("causal GMA beats elu+1 and FAVOR+, trails softmax and Mamba "
                      "(byte LM, val. bits/byte)",
                      verdict + (f" ({'; '.join(notes)})" if notes else ""), ev, cmd))
@@ -190,7 +237,43 @@ def _committed(profile: str) -> dict:
     got = {n: load_committed(n, profile) for n in ("gma-recall", "gma-lm")}
     if all(v is None for v in got.values()):
         raise FileNotFoundError(f"no committed {profile} run of gma-recall or gma-lm")
-    return got
+    return {n: None if v is None else (with_baselines(n, *v[:2]),) + tuple(v[1:])
+            for n, v in got.items()}
+
+
+def with_baselines(name, arrays, meta):
+    """A committed run recorded before the trivial rules were (issue 44): the rules
+    computed on its own data, from its config (the data are seeded: the same), and kept
+    beside it (``PROFILE-baselines.npz``, keyed by the config and tied to the source of
+    the rules by its fingerprint: ~1 min to recompute, so written once and committed)."""
+    from ..cache import config_key, load_result, save_result, source_fingerprint
+    from ..simulations import get_simulation
+    from ..simulations import gma_sims as G
+    from ..simulations.committed import committed_stem
+
+    if name == "gma-recall" and any(f"{t}/rule" in arrays for t in arrays["tasks"]):
+        return arrays
+    if name == "gma-lm" and "ngram/bpb" in arrays:
+        return arrays
+    profile = meta.get("profile") or "cpu"
+    stem = committed_stem(name, profile)
+    stem = stem.with_name(stem.name + "-baselines")
+    fp = source_fingerprint([G.__name__])
+    key = config_key(meta["config"], "trivial-rules")
+    hit = load_result(stem, key, fp)
+    if hit is None:
+        cfg = _config(get_simulation(name).config_cls, meta["config"])
+        extra = G.recall_baselines(cfg) if name == "gma-recall" else G.lm_baselines(cfg)
+        save_result(stem, extra, {"key": key, "fingerprint": fp.as_dict(),
+                                  "what": f"trivial-rule baselines of {name} [{profile}]"})
+    else:
+        extra = hit[0]
+    return {**arrays, **extra}
+
+
+def _config(cls, stored: dict):
+    """A config object from a sidecar's stored config (JSON lists back to tuples)."""
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in stored.items()})
 
 
 def claims_table(profile: str = "cpu", bench: str | None = None) -> str:

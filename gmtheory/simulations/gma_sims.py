@@ -49,7 +49,8 @@ from ._base import SimConfig, Simulation, register
 
 __all__ = ["GMAModelConfig", "RecallConfig", "LMConfig", "train_seeds", "StepClock",
            "matched_models", "masked_ce", "peak_rss_mb", "lm_corpus", "lm_data",
-           "lm_responsibilities", "seq_ce", "seq_run"]
+           "lm_responsibilities", "seq_ce", "seq_run", "recall_baselines", "lm_baselines",
+           "NGRAM_ORDERS"]
 
 LN2 = float(np.log(2.0))
 
@@ -345,7 +346,33 @@ def _recall_assemble(cfg, points, results):
         arrays[f"{t}/N"] = np.asarray(_recall_lengths(cfg, t))
     arrays["mixers"] = np.asarray(cfg.mixers)
     arrays["tasks"] = np.asarray(cfg.tasks)
+    arrays.update(recall_baselines(cfg))
     return arrays
+
+
+def recall_baselines(cfg) -> dict:
+    """What a rule without recall or token mixing scores on the run's own test data, per
+    task and length (mean and SE over the test sequences): MQAR's most-frequent-value
+    rule (:func:`gmtheory.tasks.mqar_frequent_value`) and ListOps' root-operator rule
+    (:func:`gmtheory.tasks.listops_root_rule`, fitted on the training data).  Keys
+    ``TASK/rule``, ``TASK/rule_se`` (lengths,) and ``TASK/rule_name``."""
+    out = {}
+    for t in cfg.tasks:
+        mu, se = [], []
+        for N in _recall_lengths(cfg, t):
+            te, tel = _recall_data(cfg, t, N, "test")
+            if t == "mqar":
+                acc = T.mqar_frequent_value(te, tel, cfg.mqar_keys)
+            else:
+                tr, trl = _recall_data(cfg, t, N, "train")
+                acc = T.listops_root_rule(tr, trl, te, tel)
+            m, e = mean_se(acc)
+            mu.append(m)
+            se.append(e)
+        out[f"{t}/rule"], out[f"{t}/rule_se"] = np.asarray(mu), np.asarray(se)
+        out[f"{t}/rule_name"] = np.asarray("most frequent value" if t == "mqar"
+                                           else "root operator's majority label")
+    return out
 
 
 def _recall_summary(cfg, a):
@@ -417,6 +444,31 @@ def _windows(buf, starts, width):
     return w[:, :-1], w[:, 1:]
 
 
+def _val_starts(cfg, n_bytes):
+    """The validation windows' first bytes: ``n_val`` windows spread over the buffer."""
+    return np.linspace(0, n_bytes - cfg.width - 2, cfg.n_val).astype(np.int64)
+
+
+#: context lengths (bytes) of the n-gram baselines of gma-lm
+NGRAM_ORDERS = (1, 2, 3, 4, 5)
+
+
+def lm_baselines(cfg) -> dict:
+    """Bits per byte of byte n-gram count models (:func:`gmtheory.tasks.ngram_bits_per_byte`,
+    1-5 bytes of context) counted on the run's training bytes and scored on the bytes its
+    validation windows predict (their contexts may reach up to 5 bytes before a window,
+    which the mixers do not see).  Keys ``ngram/orders``, ``ngram/bpb``."""
+    corpus = lm_corpus(cfg.max_train_bytes, cfg.max_val_bytes)
+    tr, va = corpus["train"], corpus["val"]
+    pos = (_val_starts(cfg, len(va))[:, None] + 1 + np.arange(cfg.width)[None]).ravel()
+    k_max = max(NGRAM_ORDERS)
+    bpb = []
+    for k in NGRAM_ORDERS:
+        bits = T.ngram_bits_per_byte(tr, va, k)          # positions k, k + 1, ...
+        bpb.append(float(np.mean(bits[pos[pos >= k_max] - k])))
+    return {"ngram/orders": np.asarray(NGRAM_ORDERS), "ngram/bpb": np.asarray(bpb)}
+
+
 def lm_data(cfg, corpus):
     tr, va = corpus["train"], corpus["val"]
     if cfg.n_train:
@@ -426,7 +478,7 @@ def lm_data(cfg, corpus):
     else:
         starts = np.arange(0, len(tr) - cfg.width - 1, cfg.width)
     x, y = _windows(tr, starts, cfg.width)
-    vs = np.linspace(0, len(va) - cfg.width - 2, cfg.n_val).astype(np.int64)
+    vs = _val_starts(cfg, len(va))
     vx, vy = _windows(va, vs, cfg.width)
     return {"tokens": x, "label": y, "val_tokens": vx, "val_label": vy}
 
@@ -500,6 +552,7 @@ def _lm_assemble(cfg, points, results):
                 arrays[f"{p['mixer']}/{k}"] = v
     arrays["mixers"] = np.asarray(cfg.mixers)
     arrays["categories"] = np.asarray(BYTE_CATEGORIES)
+    arrays.update(lm_baselines(cfg))
     return arrays
 
 
