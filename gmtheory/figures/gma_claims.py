@@ -244,7 +244,7 @@ def _committed(profile: str) -> dict:
 def with_baselines(name, arrays, meta):
     """A committed run recorded before the trivial rules were (issue 44): the rules
     computed on its own data, from its config (the data are seeded: the same), and kept
-    beside it (``PROFILE-baselines.npz``, keyed by the config and tied to the source of
+    beside it (``baselines/PROFILE.npz``, keyed by the config and tied to the source of
     the rules by its fingerprint: ~1 min to recompute, so written once and committed)."""
     from ..cache import config_key, load_result, save_result, source_fingerprint
     from ..simulations import get_simulation
@@ -256,8 +256,8 @@ def with_baselines(name, arrays, meta):
     if name == "gma-lm" and "ngram/bpb" in arrays:
         return arrays
     profile = meta.get("profile") or "cpu"
-    stem = committed_stem(name, profile)
-    stem = stem.with_name(stem.name + "-baselines")
+    stem = committed_stem(name, profile).parent / "baselines" / profile
+    stem.parent.mkdir(parents=True, exist_ok=True)
     fp = source_fingerprint([G.__name__])
     key = config_key(meta["config"], "trivial-rules")
     hit = load_result(stem, key, fp)
