@@ -455,9 +455,12 @@ NGRAM_ORDERS = (1, 2, 3, 4, 5)
 
 def lm_baselines(cfg) -> dict:
     """Bits per byte of byte n-gram count models (:func:`gmtheory.tasks.ngram_bits_per_byte`,
-    1-5 bytes of context) counted on the run's training bytes and scored on the bytes its
-    validation windows predict (their contexts may reach up to 5 bytes before a window,
-    which the mixers do not see).  Keys ``ngram/orders``, ``ngram/bpb``."""
+    1-5 bytes of context) counted on the whole training split the run draws its windows
+    from (``max_train_bytes``: with ``n_train = 0``, as in the cpu profile, exactly the
+    bytes the mixers train on; the quick profile's 2048 windows are a sample of it) and
+    scored on the bytes its validation windows predict (their contexts may reach up to 5
+    bytes before a window, which the mixers do not see).  Keys ``ngram/orders``,
+    ``ngram/bpb``."""
     corpus = lm_corpus(cfg.max_train_bytes, cfg.max_val_bytes)
     tr, va = corpus["train"], corpus["val"]
     pos = (_val_starts(cfg, len(va))[:, None] + 1 + np.arange(cfg.width)[None]).ravel()
