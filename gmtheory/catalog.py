@@ -376,7 +376,7 @@ RESULTS: tuple[Result, ...] = (
               "icl_softmax.min_error_residual", "icl_softmax.t_star_residual",
               "icl_softmax.lu_at_alpha_over_e_residual", "icl_softmax.chi_mgf_residual"),
            _f("gmtheory.icl_softmax.softmax_head_optimum", "gmtheory.icl_softmax.isotropic_error"),
-           _f("icl.09-softmax-regression"),
+           _f("icl.09-softmax-regression", "icl.09-softmax-regression-paper"),
            _f("icl-softmax", note="softmax and linear heads trained online on fresh prompts"),
            ("icl-softmax",)),
     Result("icl-softmax-exact",

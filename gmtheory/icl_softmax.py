@@ -218,6 +218,17 @@ def init_softmax_head(key, d: int, scale: float = 0.1) -> dict:
 EXACT_NODES = {"r": 32, "r_small_d": 96, "v": 384, "z": 256}
 #: the quadrature error stated beside every exact value (above the doubling test's bound)
 EXACT_QUADRATURE_ERROR = 1e-6
+#: the smaller rule the optimisers search on at d >= 2 (a sixth of the work at d >= 8, a
+#: third below; within 5e-7 of ``EXACT_NODES`` at tilts 1e-3 to 12 for d = 8-64 and
+#: within 2.5e-6 for d = 2-7, ell = 8-1024, for both the one-head and the two-head error,
+#: tests/test_icl_softmax.py; at d = 1 the wide chi^2_1 needs the full rule); the optimum
+#: found is then evaluated on ``EXACT_NODES``, so its stored error is exact at the stored
+#: tilt, and within twice the search rule's error of the exact minimum
+SEARCH_NODES = {"r": 16, "r_small_d": 96, "v": 256, "z": 128}
+
+
+def _search_nodes(d: int) -> dict:
+    return SEARCH_NODES if d >= 2 else EXACT_NODES
 
 
 def _times(log_c, a):
@@ -316,10 +327,11 @@ def _tilt_moments(k, ell, nv, nz):
     return m
 
 
-def _moments(t, ell: int, rho: float, d: int, caller: str = "finite_prompt_error"):
+def _moments(t, ell: int, rho: float, d: int, caller: str = "finite_prompt_error",
+             nodes: dict | None = None):
     """The expectations over ``r^2 ~ chi^2_d/d`` of ``r M1``, ``M2``, ``S`` and ``M3`` at
     tilt ``t`` (module docstring), after validating the input (``caller``: the public
-    function an error message names)."""
+    function an error message names), on ``nodes`` (``EXACT_NODES`` by default)."""
     if not jax.config.jax_enable_x64:
         raise RuntimeError(f"{caller}: the quadrature needs float64; call "
                            "gmtheory.enable_x64() first.")
@@ -331,17 +343,19 @@ def _moments(t, ell: int, rho: float, d: int, caller: str = "finite_prompt_error
         raise ValueError(f"rho: the label-noise variance must be finite and >= 0, got {rho!r}.")
     if not (np.isfinite(t) and 0 < t <= 50):
         raise ValueError(f"t: the score variance must lie in (0, 50], got {t!r}.")
-    s, w = _chi2_rule(EXACT_NODES["r" if d >= 8 else "r_small_d"], int(d))
+    nodes = EXACT_NODES if nodes is None else nodes
+    s, w = _chi2_rule(nodes["r" if d >= 8 else "r_small_d"], int(d))
     drop = w <= 1e-18 * w.max()      # nodes that cannot matter (and whose tilt would
     s, w = np.where(drop, 0.0, s), np.where(drop, 0.0, w)   # overflow): zero, one shape
     k = np.sqrt(t * s)
-    m = _tilt_moments(k, ell, EXACT_NODES["v"], EXACT_NODES["z"])
+    m = _tilt_moments(k, ell, nodes["v"], nodes["z"])
     return (float(np.sum(w * np.sqrt(s) * m[:, 0])), float(np.sum(w * m[:, 1])),
             float(np.sum(w * m[:, 2])), float(np.sum(w * m[:, 3])))
 
 
-def _exact_pq(t, ell: int, rho: float, d: int, caller: str = "finite_prompt_error"):
-    rm1, m2, s2, _ = _moments(t, ell, rho, d, caller)
+def _exact_pq(t, ell: int, rho: float, d: int, caller: str = "finite_prompt_error",
+              nodes: dict | None = None):
+    rm1, m2, s2, _ = _moments(t, ell, rho, d, caller, nodes)
     return rm1 / math.sqrt(t), m2 / t + (d / t) * (1 - 1 / d + rho) * s2
 
 
@@ -355,11 +369,12 @@ def finite_prompt_error(t, g, ell: int, rho: float, d: int) -> float:
 
 def finite_prompt_optimum(ell: int, rho: float, d: int) -> dict:
     """The best isotropic head at ``(ell, d)``: ``g* = P/Q`` for each tilt, then ``t*``
-    minimising ``rho + 1 - P^2/Q`` (bounded scalar search on (0.05, 12); the best tilt of
-    the delta method, :func:`softmax_head_optimum`, is ~0.9 at long prompts and ~3 at
-    ``ell = 8``).  Returns ``{"error", "t", "g"}``."""
+    minimising ``rho + 1 - P^2/Q`` (bounded scalar search on (0.05, 12) on the smaller
+    ``SEARCH_NODES`` rule at d >= 2, then ``g*`` and the error on ``EXACT_NODES`` at the tilt found;
+    the best tilt of the delta method, :func:`softmax_head_optimum`, is ~0.9 at long
+    prompts and ~3 at ``ell = 8``).  Returns ``{"error", "t", "g"}``."""
     def err(t):
-        P, Q = _exact_pq(t, ell, rho, d, "finite_prompt_optimum")
+        P, Q = _exact_pq(t, ell, rho, d, "finite_prompt_optimum", _search_nodes(d))
         return rho + 1 - P * P / Q
     # the error is quadratic near t*: t to 1e-3 leaves it within ~1e-7 of its minimum
     r = minimize_scalar(err, bounds=(0.05, 12.0), method="bounded", options={"xatol": 1e-3})
@@ -368,10 +383,11 @@ def finite_prompt_optimum(ell: int, rho: float, d: int) -> dict:
     return {"error": float(rho + 1 - P * P / Q), "t": t, "g": P / Q}
 
 
-def _two_head_form(t, ell: int, rho: float, d: int, caller: str = "two_head_error"):
+def _two_head_form(t, ell: int, rho: float, d: int, caller: str = "two_head_error",
+                   nodes: dict | None = None):
     """``(b, H)`` of the two-head error ``rho + 1 - 2 b^T e + e^T H e`` in the value scales
     ``e = (e1, e2)`` (docs/topics/icl.md#two-heads)."""
-    rm1, m2, s2, m3 = _moments(t, ell, rho, d, caller)
+    rm1, m2, s2, m3 = _moments(t, ell, rho, d, caller, nodes)
     sig = 1 - 1 / d + rho                       # variance of a label's part off x_q
     b = np.array([rm1 / math.sqrt(d), 0.0])
     h12 = m3 / (ell * d) + sig / ell
@@ -393,18 +409,22 @@ def two_head_error(t, e, ell: int, rho: float, d: int) -> float:
 
 def two_head_optimum(ell: int, rho: float, d: int) -> dict:
     """The best two heads of :func:`two_head_error`: ``e* = H^{-1} b`` at each tilt, then
-    ``t*`` minimising ``rho + 1 - b^T H^{-1} b`` on (1e-3, 12).  At every tilt the best pair
+    ``t*`` minimising ``rho + 1 - b^T H^{-1} b`` over ``log t`` in (log 1e-3, log 12) (on
+    ``SEARCH_NODES``; ``e*`` and the error then on ``EXACT_NODES``).  At every tilt the best pair
     has ``e2 = -e1`` (``E[(sum_j z_j)(sum_i p_i z_i)] = 1`` by Stein's lemma, the softmax
     being shift invariant): the mean head removes the ``1/l`` part of the weights'
     variance.  The error falls as ``t -> 0``, where the pair ``e1 (softmax(k z) - 1/l)``
     becomes linear attention on centred tokens; the search ends at its lower bound, within
     ~2e-4 relative of that limit (docs/topics/icl.md#two-heads).  Returns
     ``{"error", "t", "e"}``."""
-    def err(t):
-        b, H = _two_head_form(t, ell, rho, d, "two_head_optimum")
+    def err(u):
+        b, H = _two_head_form(math.exp(u), ell, rho, d, "two_head_optimum",
+                              _search_nodes(d))
         return rho + 1 - b @ np.linalg.solve(H, b)
-    r = minimize_scalar(err, bounds=(1e-3, 12.0), method="bounded", options={"xatol": 1e-4})
-    t = float(r.x)
+    # t to 2 % (log t to 0.02): the error is flat near the lower bound, where it ends
+    r = minimize_scalar(err, bounds=(math.log(1e-3), math.log(12.0)), method="bounded",
+                        options={"xatol": 0.02})
+    t = math.exp(float(r.x))
     b, H = _two_head_form(t, ell, rho, d)
     e = np.linalg.solve(H, b)
     return {"error": float(rho + 1 - b @ e), "t": t, "e": e}

@@ -41,7 +41,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 __all__ = ["Check", "Outcome", "Comparison", "CheckResult", "register_check", "CHECKS",
-           "EXPERIMENTS", "PAPER_VARIANTS", "experiment", "experiment_stem", "results_dir",
+           "EXPERIMENTS", "PAPER_VARIANTS", "experiment", "experiment_stem", "experiment_profile",
+           "results_dir",
            "set_results_dir",
            "all_checks", "summary_line", "run_checks", "select_checks", "format_table",
            "agreement", "equivalence", "upper_bound", "lower_bound", "count", "KINDS",
@@ -148,6 +149,12 @@ def _on_profile(profile: str, fn):
         return fn()
     finally:
         _PROFILE[0] = EXPERIMENT_PROFILE
+
+
+def experiment_profile() -> str:
+    """The profile :func:`experiment` reads now: ``"quick"``, or ``"paper"`` inside a paper
+    variant (a check whose targets differ between the two asks this)."""
+    return _PROFILE[0]
 
 
 def results_dir() -> str:

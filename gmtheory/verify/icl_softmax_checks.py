@@ -18,7 +18,15 @@ from ..mixture import GaussianMixture
 from ..operators import softmax_attention_limit
 from ..problems import stream_key
 from ..stats import bonferroni_t
-from ._registry import Outcome, agreement, experiment, lower_bound, register_check, upper_bound
+from ._registry import (
+    Outcome,
+    agreement,
+    experiment,
+    experiment_profile,
+    lower_bound,
+    register_check,
+    upper_bound,
+)
 
 SEED = 20261204
 SIMULATION = "icl-softmax"
@@ -27,6 +35,20 @@ SIMULATION = "icl-softmax"
 #: a theorem: AdamW with a cosine schedule and decay on the symmetry-breaking parts, on
 #: fresh prompts for the profile's steps: gmtheory/simulations/icl_softmax.py)
 TRAIN_FRACTION = 0.05
+#: the paper profile's target (4000 steps, d = 32 and 64; issue 42): trained single heads
+#: and linear attention within 1 % of their optimum's *error* (t SE included), stated
+#: before its rerun
+PAPER_ERROR_FRACTION = 0.01
+
+
+def _targets(best, lin_opt, rho):
+    """``(single, linear)`` targets on the excess-normalised scale of the check's
+    comparisons, for the profile being read: the quick run's ``TRAIN_FRACTION`` of the
+    excess, or the paper run's ``PAPER_ERROR_FRACTION`` of the error."""
+    if experiment_profile() == "quick":
+        return TRAIN_FRACTION, TRAIN_FRACTION
+    return (PAPER_ERROR_FRACTION * best / (best - rho),
+            PAPER_ERROR_FRACTION * lin_opt / (lin_opt - rho))
 
 
 def _limit_closed_form(params, w, xq, rho):
@@ -75,6 +97,9 @@ def _limit_comparison():
     "reaches its exact finite-d optimum.",
     "docs/topics/icl.md#softmax-attention-on-the-regression-task",
     experiment=SIMULATION,
+    paper="d = 32 and 64, alpha 1-16, 4 seeds, 4000 steps, 32768 evaluation prompts; the "
+          "single heads and every linear head within 1 % of their optimum's error (t SE "
+          "included; the quick run's 5 % of the excess), stated before the run.",
 )
 def check_softmax_regression():
     a = experiment("icl.09-softmax-regression")      # the run the icl-softmax figure draws
@@ -90,6 +115,11 @@ def check_softmax_regression():
             ell = int(a["ell"][i, j])
             tt, g = float(a["t"][i, j]), float(a["g"][i, j])
             best = S.finite_prompt_error(tt, g, ell, rho, int(d))   # at the head evaluated
+            # linear attention's exact finite-d optimum
+            gam = jnp.zeros((int(d), int(d) + 1)).at[:, :int(d)].set(
+                jnp.eye(int(d)) / ((1 + rho) * int(d) / ell + 1 + 1 / ell))
+            lin_opt = float(icl.test_error(gam, ell, rho))
+            tgt, tgt_lin = _targets(best, lin_opt, rho)
             # trained heads against the best isotropic head on the same prompts (paired);
             # seeds share the evaluation prompts: the mean of their SEs bounds the SE of
             # their mean under any correlation
@@ -98,8 +128,8 @@ def check_softmax_regression():
             floor_worst = largest(floor_worst, (-dm - t * dse) / (best - rho))
             # the equivalence form: |trained - isotropic| + t SE within the target, and the
             # comparison able to decide it (t SE at most half the target)
-            reach_worst = largest(reach_worst, (abs(dm) + t * dse) / (best - rho))
-            reach_power = largest(reach_power, t * dse / (best - rho))
+            reach_worst = largest(reach_worst, (abs(dm) + t * dse) / (best - rho) / tgt)
+            reach_power = largest(reach_power, t * dse / (best - rho) / tgt)
             # trained pairs of heads against the best isotropic head plus a mean head
             # (exact, at the tilt where the search ended; the infimum lies at t -> 0)
             pair = S.two_head_error(float(a["pair_t"][i, j]), a["pair_e"][i, j], ell, rho,
@@ -111,12 +141,9 @@ def check_softmax_regression():
             gain_se = pse + float(np.mean(a["soft_minus_lin_se"][i, j]))
             gain = float(np.mean(a["soft_minus_lin"][i, j]) - np.mean(a["pair_minus_lin"][i, j]))
             pair_gain = smallest(pair_gain, (gain - t * gain_se) / (best - rho))
-            # trained linear attention against its exact finite-d optimum
-            gam = jnp.zeros((int(d), int(d) + 1)).at[:, :int(d)].set(
-                jnp.eye(int(d)) / ((1 + rho) * int(d) / ell + 1 + 1 / ell))
-            lin_opt = float(icl.test_error(gam, ell, rho))
-            lin_worst = largest(lin_worst, (float(np.mean(a["lin_exact"][i, j])) - lin_opt)
-                            / (lin_opt - rho))
+            # trained linear attention (exact) against its exact finite-d optimum, every seed
+            lin_worst = largest(lin_worst, (np.asarray(a["lin_exact"][i, j]) - lin_opt)
+                                / (lin_opt - rho) / tgt_lin)
             det["points"][f"d{int(d)}_alpha{al:g}"] = {
                 "l": ell, "t*": tt, "g*": g, "best_isotropic_exact": best,
                 "delta_method": float(a["iso_delta"][i, j]),
@@ -133,6 +160,9 @@ def check_softmax_regression():
                 "pair_theory": pair, "pair_trained": pm, "pair_se": pse,
                 "pair_share_of_gap_closed": (float(a["soft_eval"][i, j]) - pm)
                 / (float(a["soft_eval"][i, j]) - lin_opt)}
+    target = (f"{TRAIN_FRACTION:.0%} of the optimum's excess over rho"
+              if experiment_profile() == "quick" else
+              f"{PAPER_ERROR_FRACTION:.0%} of the optimum's error (the paper profile's)")
     return Outcome(
         _limit_comparison(),
         upper_bound(floor_worst, 0.0,
@@ -142,14 +172,14 @@ def check_softmax_regression():
                     "The best head is isotropic by the task's rotation symmetry if the "
                     "optimum is unique; a failure would be a better, anisotropic head",
                     name="max ((isotropic - trained) - t SE) / (best - rho)"),
-        upper_bound(reach_worst, TRAIN_FRACTION,
+        upper_bound(reach_worst, 1.0,
                     "trained heads reach the best isotropic head: |trained - isotropic| + t "
-                    "SE (paired, on the same prompts) within 5 % of the optimum's excess over "
-                    "rho (an optimisation target stated before the runs)",
-                    name="max (|trained - isotropic| + t SE) / (best - rho)"),
-        upper_bound(reach_power, TRAIN_FRACTION / 2,
+                    f"SE (paired, on the same prompts) within the target: {target} (an "
+                    "optimisation target stated before the runs)",
+                    name="max (|trained - isotropic| + t SE) / target"),
+        upper_bound(reach_power, 0.5,
                     "power: the paired evaluation decides that target, t SE at most half of "
-                    "it", name="max t SE / (best - rho), trained vs isotropic"),
+                    "it", name="max t SE / target, trained vs isotropic"),
         upper_bound(pair_floor, 0.0,
                     "trained pairs of softmax heads (every parameter free) do not beat the "
                     "best isotropic head plus a mean head (two_head_optimum, exact): "
@@ -161,15 +191,15 @@ def check_softmax_regression():
                     "trained head minus the trained pair, paired on the same prompts, > t SE "
                     "(the pair's theory lies far below the single head's: details). Not "
                     "tested on the quick run: that the pairs reach their infimum, which lies "
-                    "at t -> 0 with e -> inf and is approached slowly (after 1000 steps they "
-                    "stand up to a fifth of its excess above it; issue #42, converged paper "
-                    "runs)",
+                    "at t -> 0 with e -> inf, a boundary no finite head reaches (the trained "
+                    "pairs stand 0.2-7 % of its excess above it after the quick run's 1000 "
+                    "steps, 1-11 % after the paper run's 4000; issue #42)",
                     name="min ((single - pair) - t SE) / (best single - rho)"),
-        upper_bound(lin_worst, TRAIN_FRACTION,
-                    "trained linear attention (exact error, icl.test_error) within 5 % of the "
-                    "excess of its exact finite-d optimum Gamma* = [I/((1+rho)/alpha + 1 + "
-                    "1/l), 0] (same optimisation target)",
-                    name="max (linear trained - optimum) / (optimum - rho)"),
+        upper_bound(lin_worst, 1.0,
+                    "every trained linear attention head (exact error, icl.test_error) within "
+                    "the same target of its exact finite-d optimum Gamma* = [I/((1+rho)/alpha "
+                    "+ 1 + 1/l), 0]",
+                    name="max (linear trained - optimum) / target"),
         details=det)
 
 
