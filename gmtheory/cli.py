@@ -437,9 +437,10 @@ def cmd_bench(args) -> int:
     res = fn(quick=args.quick, progress=not args.no_progress, **kw)
     print(fmt(res))
     if args.json:
+        from .bench import stamped
         from .cache import atomic_write_bytes
 
-        atomic_write_bytes(Path(args.json), json.dumps(res, indent=2).encode())
+        atomic_write_bytes(Path(args.json), json.dumps(stamped(res, fn), indent=2).encode())
         print(f"wrote {args.json}")
     if args.figure and args.name == "gma":
         from .bench import plot_gma

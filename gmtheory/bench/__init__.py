@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ._runner import MEMORY_SAFETY, available_memory_bytes, time_fn
+from ._runner import MEMORY_SAFETY, available_memory_bytes, stamped, time_fn
 from .denoise import bench_denoise, format_denoise
 from .gma import GOAL_N, SLOPE_MIN_N, bench_gma, format_gma, summarise_gma
 from .gma_profile import bench_gma_profile, format_gma_profile
@@ -27,7 +27,7 @@ from .operator import bench_operator, format_operator
 from .plot import plot_gma
 
 __all__ = [
-    "BENCHES", "Benchmark", "time_fn", "available_memory_bytes", "MEMORY_SAFETY",
+    "BENCHES", "Benchmark", "stamped", "time_fn", "available_memory_bytes", "MEMORY_SAFETY",
     "bench_operator", "format_operator", "bench_gma", "format_gma", "summarise_gma",
     "plot_gma", "GOAL_N", "SLOPE_MIN_N", "bench_gma_profile", "format_gma_profile",
     "bench_lda", "format_lda", "bench_icl", "format_icl", "bench_denoise", "format_denoise",

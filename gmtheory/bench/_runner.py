@@ -16,7 +16,19 @@ from tqdm.auto import tqdm
 
 from .._xla import jit_long
 
-__all__ = ["time_fn", "time_runs", "available_memory_bytes", "MEMORY_SAFETY"]
+__all__ = ["time_fn", "time_runs", "available_memory_bytes", "MEMORY_SAFETY", "stamped"]
+
+
+def stamped(res: dict, fn) -> dict:
+    """``res`` with the ``provenance`` (commit, library versions, backend) and the source
+    ``fingerprint`` of the benchmark function ``fn``'s module and the gmtheory code it
+    imports: what a committed benchmark JSON records, so that a number is tied to the code
+    that measured it (tests/test_measured.py)."""
+    from ..cache import provenance, source_fingerprint
+
+    fp = source_fingerprint(fn.__module__)
+    return {**res, "provenance": provenance(),
+            "fingerprint": {"digest": fp.digest, "files": fp.files}}
 
 
 def time_runs(fn, *args, repeats: int = 5) -> list[float]:

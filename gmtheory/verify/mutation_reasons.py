@@ -72,11 +72,6 @@ UNCHECKED: dict[str, str] = {
     "icl_softmax.softmax_head": _ICL09,
     "icl_softmax.softmax_head_optimum": _ICL_OPT,
     "icl_softmax.two_head_optimum": _ICL_OPT,
-    "icl_softmax.two_head_error": ("icl.09 tests trained pairs against it one-sidedly only "
-                                   "(they do not beat it); a Monte Carlo comparison of the "
-                                   "pair at 2 % is open (issue 42); tests/test_icl_softmax.py "
-                                   "compares it with Monte Carlo within 4 SE (measured: "
-                                   "caught at 10 %)"),
     "gma.init": ("a random initialisation: scaled parameters are another valid layer, and "
                  "every GMA check compares two computations for the parameters it gets"),
     "gma.kmeanspp_means": ("an initialisation (k-means++ seeding of the means): scaled means "
@@ -153,8 +148,6 @@ FLIP_REASONS: dict[str, str] = {
     "icl.sample_pool": _RANDOM + " (Gaussian task pool)",
     "icl_softmax.sample_prompts": _RANDOM + " (Gaussian prompts and tasks)",
     "gma.init": _RANDOM + " (a random initialisation)",
-    "icl_softmax.isotropic_params": ("the head is invariant under (A, b, c, e) -> -(A, b, c, "
-                                     "e): both factors of each term of its output flip"),
     "icl_softmax.softmax_limit_matrices": ("on icl.09's zero-mean task mixture the limit "
                                            "V Gamma U z is invariant under (U, V) -> -(U, V)"),
     "icl.pretrain": ("icl.06, its only check, tests a Gamma ~ 0 (c1 = 0: nothing learnable), "
