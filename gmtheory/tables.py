@@ -655,6 +655,10 @@ def measured_block(name: str, measured_dir=MEASURED) -> str:
         return "\n".join(rows) + f"\n\n{t['how']}\n"
     if name == "profile":
         return _profile_table(json.loads((d / "reproduce-profile.json").read_text()))
+    if name == "gma-bench":                          # docs/bench-gma.json
+        from .bench.gma import markdown_gma
+
+        return markdown_gma(json.loads((d.parent / "bench-gma.json").read_text()))
     if name in ("gma-claims", "gma-cpu-runs"):    # from simulations/committed/*/cpu.*
         from .figures import gma_claims as G
         if name == "gma-claims":

@@ -78,3 +78,22 @@ def test_report_page_is_current():
                         "docs/measured/checks.json")
     assert (ROOT / "docs" / "report.md").read_text() == page, (
         "run `python -m gmtheory.tables` to regenerate docs/report.md")
+
+
+def test_committed_gma_results_record_their_commit_and_fingerprint():
+    """Every committed GMA result (the cpu runs, their trivial-rule baselines and the
+    benchmark JSON) names the commit and the source fingerprint that produced it (issue 44
+    item 5): a number without them cannot be tied to code."""
+    import json
+
+    paths = [*ROOT.glob("simulations/committed/gma-*/*.json"),
+             *ROOT.glob("simulations/committed/gma-*/baselines/*.json"),
+             ROOT / "docs" / "bench-gma.json"]
+    assert len(paths) >= 5
+    for p in paths:
+        meta = json.loads(p.read_text())
+        git = meta.get("provenance", {}).get("git")
+        assert isinstance(git, str) and len(git) >= 7, f"{p}: no commit in provenance.git"
+        fp = meta.get("fingerprint")
+        assert isinstance(fp, dict) and fp.get("digest") and fp.get("files"), \
+            f"{p}: no source fingerprint"

@@ -17,7 +17,7 @@ from ..stats import fit_loglog
 from ._runner import MEMORY_SAFETY, _bar, _temp_bytes, available_memory_bytes, time_runs
 
 __all__ = ["bench_gma", "format_gma", "summarise_gma", "fit_ranges", "GOAL_N", "SLOPE_MIN_N",
-           "GMA_FORMS", "run_spread", "SPREAD"]
+           "GMA_FORMS", "run_spread", "SPREAD", "markdown_gma"]
 
 
 def _gma_methods(params, heads, dh):
@@ -294,3 +294,74 @@ def format_gma(res: dict) -> str:
                      f"(goal >= 3 at N = {GOAL_N})")
     return "\n".join(lines)
 
+
+
+def markdown_gma(res: dict) -> str:
+    """The Markdown tables of docs/topics/gma.md#benchmark, rendered from a saved
+    ``bench_gma`` result (``python -m gmtheory.tables``): the slopes of each GMA form ± SE
+    with its fit range, the other methods' fwd+bwd slopes, the per-token fwd+bwd time
+    (temporary memory) at each N, the goal ratios and the run's provenance."""
+    res = summarise_gma(res)
+    sl = res["slopes"]
+
+    def fmt(v):
+        if v is None:
+            return "—"
+        se = v["se"]
+        se = "" if se is None else (" ± <0.01" if se < 0.005 else f" ± {se:.2f}")
+        return f"{v['slope']:.2f}{se}"
+
+    out = ["| form | fit range | fwd | fwd+bwd | temp memory |", "|---|---|---|---|---|"]
+    for form in ("fused", "unfused"):
+        for method in ("gma-causal", "gma-bidirectional"):
+            for K in res["Ks"]:
+                v = {f: sl.get(_slope_key(method, K, form, f))
+                     for f in ("fwd_s", "fwdbwd_s", "fwdbwd_temp_bytes")}
+                if v["fwdbwd_s"] is None:
+                    continue
+                n = v["fwdbwd_s"]["N"]
+                out.append(f"| {method[4:]}, K = {K}, {form} | {n[0]}…{n[1]} "
+                           f"({v['fwdbwd_s']['sizes']} sizes) | {fmt(v['fwd_s'])} | "
+                           f"{fmt(v['fwdbwd_s'])} | {fmt(v['fwdbwd_temp_bytes'])} |")
+    others = []
+    for method in ("gma-causal-cumsum", "linear-elu-causal", "softmax-xla-causal"):
+        for K in (res["Ks"] if method == "gma-causal-cumsum" else [None]):
+            v = sl.get(_slope_key(method, K, "", "fwdbwd_s"))
+            if v is not None:
+                k = f", K = {K}" if K else ""
+                others.append(f"{method}{k} {fmt(v)} ({v['N'][0]}…{v['N'][1]})")
+    out += ["", "Other methods (one form at every N), fwd+bwd, fitted over N ≥ "
+            f"{SLOPE_MIN_N}: " + "; ".join(others) + ".", ""]
+    Ns = sorted({r["N"] for r in res["rows"]})
+    out += ["Per-token forward+backward time in µs (temporary memory in MiB):", "",
+            "| method | " + " | ".join(str(n) for n in Ns) + " |",
+            "|---|" + "---|" * len(Ns)]
+    skipped = {(r["method"], r["K"], r["N"]) for r in res.get("skipped", ())}
+    for method in ("gma-causal", "gma-bidirectional", "gma-causal-cumsum", "linear-elu-causal",
+                   "softmax-xla-causal"):
+        for K in (res["Ks"] if method.startswith("gma") else [None]):
+            by_n = {r["N"]: r for r in res["rows"] if r["method"] == method and r["K"] == K}
+            if not by_n:
+                continue
+            cells = []
+            for n in Ns:
+                r = by_n.get(n)
+                mib = None if r is None else r["fwdbwd_temp_bytes"] / 2**20
+                cells.append("not run" if (method, K, n) in skipped else "—" if r is None else
+                             f"{1e6 * r['fwdbwd_s'] / n:.1f} ({mib:.0f})")
+            k = f", K = {K}" if K else ""
+            out.append(f"| {method}{k} | " + " | ".join(cells) + " |")
+    out.append("")
+    if res.get("softmax_over_gma_fwdbwd") is not None:
+        out.append(f"Causal GMA (K = {res['Ks'][0]}) fwd+bwd is "
+                   f"{res['softmax_over_gma_fwdbwd']:.0f}× faster than XLA softmax at N = "
+                   f"{int(res['ratio_N'])}; the chunked causal form uses "
+                   f"{res['cumsum_over_chunked_memory']:.0f}× less temporary memory than the "
+                   f"cumsum form at N = {int(res['memory_ratio_N'])}; the crossover with "
+                   f"softmax is at N = {int(res['crossover_N'])}.")
+    prov = res.get("provenance")
+    if prov:
+        out.append(f"Measured at commit `{prov['git'][:10]}` (source fingerprint "
+                   f"`{res['fingerprint']['digest']}`), {prov['jax_backend']}, jax "
+                   f"{prov['jax']}.")
+    return "\n".join(out) + "\n"
