@@ -36,6 +36,7 @@ def load_all() -> None:
         gma_ablations,
         gma_gmm,
         gma_sims,
+        icl_authors,
         icl_denoising,
         icl_equivalence,
         icl_nonlinear_kappa,

@@ -509,41 +509,48 @@ AUTHORS07_TOL = 0.5
 
 
 @register_check(
-    "icl.07-authors-quick-figure-d10",
-    "Rerunning the authors' quick-figure protocol at d = 10 (12 kappa, alpha = tau = 10, "
-    "rho = 0.01, lambda = 1e-6, 20 trials) reproduces their saved g_task means: |diff| + t "
-    "SE within half the curve's peak, all their 20 trials can resolve (shipped data, Lu et "
-    "al. 2025).",
+    "icl.07-authors-quick-figure",
+    "Rerunning the authors' quick-figure protocol (12 kappa, alpha = tau = 10, rho = 0.01, "
+    "lambda = 1e-6, 20 trials; quick run d = 10) reproduces their saved g_task means: "
+    "|diff| + t SE within half the curve's peak, all their 20 trials can resolve (shipped "
+    "data, Lu et al. 2025).",
     "docs/topics/icl.md#the-authors-quick-figure",
+    experiment="icl-authors",
+    paper="d = 32 and 64, 20 trials, 1000 dMMSE draws, the same tolerance (the authors saved "
+          "20 trials at every d): their protocol at the dimensions of their figure.",
 )
-def check_authors_d10():
-    row = icl.quick_figure(10, trials=20, draws=400)
-    z = np.abs(row["z_vs_authors"])
-    m, trials, alpha = len(z), 20, 0.05
-    # Bonferroni over the 12 kappas, two-sided, family-wise 5%; the SEs are estimated from
-    # 20 trials on each side, so Student t with the conservative Welch dof n_min - 1 = 19
-    thr = bonferroni_t(m, trials - 1, alpha)
-    ours, theirs = np.asarray(row["g_task"]), np.asarray(row["authors_g_task"])
-    se = np.hypot(row["g_task_se"], row["authors_g_task_se"])
-    scale = float(np.max(np.abs(theirs)))       # the curve's peak (g_task -> 0 at large kappa)
-    det = {"kappas": list(icl.QUICK_FIGURE["kappas"]), "g_task": row["g_task"],
-           "authors": row["authors_g_task"], "combined_se": se, "z": row["z_vs_authors"],
-           "dmmse_z": row["z_dmmse_vs_authors"], "t": thr,
+def check_authors_quick_figure():
+    a = experiment("icl.07-authors-quick-figure")   # the run the icl-authors figure draws
+    z = np.abs(np.asarray(a["z_vs_authors"], float))
+    trials, alpha = 20, 0.05          # the authors' trials (ours: a["trials"], at least 20)
+    m = z.size
+    # Bonferroni over every (d, kappa), two-sided, family-wise 5%; the SEs are estimated
+    # from 20 trials on each side, so Student t with the conservative Welch dof n_min - 1
+    thr = bonferroni_t(m, min(trials, int(a["trials"])) - 1, alpha)
+    ours, theirs = np.asarray(a["g_task"], float), np.asarray(a["authors_g_task"], float)
+    se = np.hypot(a["g_task_se"], a["authors_g_task_se"])
+    # the curve's peak at each d (g_task -> 0 at large kappa)
+    scale = np.max(np.abs(theirs), axis=1, keepdims=True) * np.ones_like(theirs)
+    ds = [int(d) for d in a["ds"]]
+    det = {"ds": ds, "kappas": list(icl.QUICK_FIGURE["kappas"]), "g_task": ours,
+           "authors": theirs, "combined_se": se, "z": a["z_vs_authors"],
+           "dmmse_z": a["z_dmmse_vs_authors"], "t": thr,
+           "theory_g_task_ridgeless": a["theory_g_task_ridgeless"],
            "note": "dMMSE errors are heavy-tailed (the authors' std is ~2 for means ~1), so "
                    "their z-scores are reported but not tested"}
     return Outcome(equivalence(
-        ours, theirs, se, AUTHORS07_TOL,
-        f"each of {m} kappas: (|ours - the authors' mean| + t combined SE) / (the curve's peak "
-        f"{scale:.3g}) <= {AUTHORS07_TOL:g}, t = {thr:.3f} (two-sided {alpha:.0%} Bonferroni, "
-        f"Student t, {trials - 1} dof). The authors saved 20 trials per kappa, so t SE is "
-        f"~20 % of the peak and this comparison resolves the curve to half its peak, not "
-        f"better. Two computations (the authors' sampler and solver, this package's exact "
-        f"O(1) statistics sampler and CG ridge solve) must agree: a disagreement is a FAIL, "
-        f"not a finding", t=thr, scale=scale,
+        ours.ravel(), theirs.ravel(), se.ravel(), AUTHORS07_TOL,
+        f"each of {m} (d, kappa), d = {ds}: (|ours - the authors' mean| + t combined SE) / "
+        f"(the curve's peak at that d) <= {AUTHORS07_TOL:g}, t = {thr:.3f} (two-sided "
+        f"{alpha:.0%} Bonferroni, Student t, {trials - 1} dof). The authors saved 20 trials "
+        f"per kappa, so t SE is ~20 % of the peak and this comparison resolves the curve to "
+        f"half its peak, not better. Two computations (the authors' sampler and solver, this "
+        f"package's exact O(1) statistics sampler and CG ridge solve) must agree: a "
+        f"disagreement is a FAIL, not a finding", t=thr, scale=scale.ravel(),
         name="(|ours - authors' g_task| + t SE) / peak"),
         count(int(np.sum(~np.isfinite(np.concatenate([
-            np.ravel(row[k]) for k in ("dmmse_gap", "dmmse_gap_se", "theory_g_task_ridgeless",
-                                       "z_dmmse_vs_authors")])))), 0,
+            np.ravel(a[k]) for k in ("dmmse_gap", "dmmse_gap_se", "theory_g_task_ridgeless",
+                                     "z_dmmse_vs_authors")])))), 0,
               "the readings reported beside the compared ones (the dMMSE gaps, their SEs "
               "and z-scores, the ridgeless theory) are finite: a reported NaN is a failure, "
               "not a number to print", name="non-finite reported values"),
