@@ -158,3 +158,12 @@ def test_bad_ridge_sweep_settings_are_named(sets, match):
 
     with pytest.raises(ValueError, match=match):
         get_simulation("icl-equivalence").points(EquivalenceConfig(**sets))
+
+
+def test_authors_protocol_config_names_the_dimensions_they_saved():
+    from gmtheory.simulations.icl_authors import AuthorsConfig
+
+    with pytest.raises(ValueError, match="ds: the authors saved"):
+        AuthorsConfig(ds=(12,))
+    with pytest.raises(ValueError, match="trials, draws"):
+        AuthorsConfig(trials=1)
