@@ -526,7 +526,8 @@ def check_authors_quick_figure():
     m = z.size
     # Bonferroni over every (d, kappa), two-sided, family-wise 5%; the SEs are estimated
     # from 20 trials on each side, so Student t with the conservative Welch dof n_min - 1
-    thr = bonferroni_t(m, min(trials, int(a["trials"])) - 1, alpha)
+    n_min = trials if int(a["trials"]) >= trials else int(a["trials"])    # both integers
+    thr = bonferroni_t(m, n_min - 1, alpha)
     ours, theirs = np.asarray(a["g_task"], float), np.asarray(a["authors_g_task"], float)
     se = np.hypot(a["g_task_se"], a["authors_g_task_se"])
     # the curve's peak at each d (g_task -> 0 at large kappa)
