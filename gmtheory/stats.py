@@ -8,6 +8,9 @@ One place for the numbers that a reader compares with a tolerance:
   points);
 * :func:`fit_loglog_weighted` — the log-log slope weighted by each point's Monte Carlo
   standard error, with the slope's SE propagated from those SEs (not from the residuals);
+* :func:`extrapolate_inverse` / :func:`extrapolate_inverse_each` — the ``d -> inf`` limit
+  of an ``O(1/d)`` finite-size bias, with its SE;
+* :func:`inverse_variance_mean` — points with their own SEs pooled into one estimate;
 * :func:`z_score` — a difference in units of its (combined) standard error;
 * :func:`bonferroni_z` / :func:`bonferroni_t` — the two-sided threshold that ``m``
   simultaneous comparisons at family-wise level ``alpha`` must stay under.
@@ -24,8 +27,8 @@ import numpy as np
 from scipy import stats as _st
 
 __all__ = ["Fit", "mean_se", "control_variate_mean", "fit_loglog", "fit_loglog_weighted",
-           "fit_semilog", "fit_linear", "extrapolate_inverse", "z_score",
-           "bonferroni_z", "bonferroni_t"]
+           "fit_semilog", "fit_linear", "extrapolate_inverse", "extrapolate_inverse_each",
+           "inverse_variance_mean", "z_score", "bonferroni_z", "bonferroni_t"]
 
 
 class Fit(NamedTuple):
@@ -167,6 +170,38 @@ def extrapolate_inverse(x, y, se) -> tuple[float, float]:
     cov = np.linalg.inv(X.T @ (w[:, None] * X))
     coef = cov @ (X.T @ (w * y))
     return float(coef[0]), float(np.sqrt(cov[0, 0]))
+
+
+def extrapolate_inverse_each(x, y, se, *, keep=None):
+    """:func:`extrapolate_inverse` at every point of the trailing axes: ``y`` and ``se`` have
+    shape ``(len(x), ...)``; returns the limits and their SEs, each of shape ``y.shape[1:]``.
+    ``keep`` (boolean, shape ``y.shape[1:]``) marks the points the design simulated; the
+    others are NaN.  A kept point with a non-finite value or SE raises (never dropped)."""
+    y, se = np.asarray(y, float), np.asarray(se, float)
+    if y.shape != se.shape or y.ndim < 1 or y.shape[0] != np.size(x):
+        raise ValueError(f"y, se: need shape (len(x), ...) = ({np.size(x)}, ...), got "
+                         f"{y.shape} and {se.shape}.")
+    keep = np.ones(y.shape[1:], bool) if keep is None else np.asarray(keep, bool)
+    lim, lim_se = np.full(y.shape[1:], np.nan), np.full(y.shape[1:], np.nan)
+    for idx in zip(*np.nonzero(keep), strict=True):
+        col = (slice(None),) + tuple(idx)
+        lim[idx], lim_se[idx] = extrapolate_inverse(x, y[col], se[col])
+    return lim, lim_se
+
+
+def inverse_variance_mean(y, se) -> tuple[float, float]:
+    """``sum(y / se^2) / sum(1 / se^2)`` over every element and its SE
+    ``1 / sqrt(sum(1 / se^2))``: independent estimates of one quantity pooled.  A NaN in
+    ``y`` gives NaN (never dropped); no element, or an SE that is not finite and positive,
+    raises."""
+    y, se = np.asarray(y, float).ravel(), np.asarray(se, float).ravel()
+    if y.size == 0 or y.shape != se.shape:
+        raise ValueError(f"y, se: need the same positive number of estimates, got {y.size} "
+                         f"and {se.size}.")
+    if not np.all(np.isfinite(se)) or np.any(se <= 0):
+        raise ValueError("se: pooling needs finite positive standard errors.")
+    w = 1.0 / se**2
+    return float(np.sum(w * y) / np.sum(w)), float(1.0 / np.sqrt(np.sum(w)))
 
 
 def fit_semilog(x, y) -> Fit:

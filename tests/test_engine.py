@@ -261,6 +261,35 @@ def test_inverse_extrapolation_is_exact_on_a_line_and_propagates_the_errors(key)
         stats.extrapolate_inverse([16, 16], [1, 1], [1, 1])
 
 
+def test_extrapolation_at_every_point_and_the_inverse_variance_pool(key):
+    x = np.array([16.0, 32.0, 64.0])
+    lim = np.array([[0.1, 0.2], [0.3, 0.4]])
+    y = lim[None] + 2.0 / x[:, None, None]
+    se = np.full(y.shape, 0.01)
+    keep = np.array([[True, False], [True, True]])
+    a, s = stats.extrapolate_inverse_each(x, y, se, keep=keep)
+    assert np.allclose(a[keep], lim[keep], atol=1e-12) and np.isnan(a[0, 1]) and np.isnan(s[0, 1])
+    ref = stats.extrapolate_inverse(x, y[:, 1, 0], se[:, 1, 0])
+    assert (a[1, 0], s[1, 0]) == pytest.approx(ref)
+    y_bad = y.copy()
+    y_bad[0, 1, 1] = np.nan                 # a kept point's NaN raises, never dropped
+    with pytest.raises(ValueError, match="finite y"):
+        stats.extrapolate_inverse_each(x, y_bad, se, keep=keep)
+    # the pool: one quantity measured with different SEs; its SE is the spread of the pool
+    sig = np.array([0.01, 0.02, 0.04])
+    draws = 0.5 + np.asarray(jax.random.normal(key, (4000, 3))) * sig
+    m, pse = stats.inverse_variance_mean(draws[0], sig)
+    assert pse == pytest.approx(1 / np.sqrt(np.sum(sig**-2)))
+    pooled = np.array([stats.inverse_variance_mean(d, sig)[0] for d in draws])
+    assert abs(pooled.mean() - 0.5) < 4 * pse / np.sqrt(4000)
+    assert abs(pooled.std(ddof=1) / pse - 1) < 0.05
+    assert np.isnan(stats.inverse_variance_mean([0.5, np.nan], [0.1, 0.1])[0])
+    with pytest.raises(ValueError, match="same positive number"):
+        stats.inverse_variance_mean([], [])
+    with pytest.raises(ValueError, match="finite positive"):
+        stats.inverse_variance_mean([0.5, 0.6], [0.1, np.inf])
+
+
 def test_every_check_declares_kinds():
     from gmtheory.verify import KINDS, all_checks
 

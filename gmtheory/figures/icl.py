@@ -361,8 +361,9 @@ register_figure(Figure(
              "theory at the simulated sizes, above 1 at finite d; bottom row: the paired ratio "
              "nonlinear / equivalent-linear, trial by trial on the same pools and queries. "
              "Black diamonds: each row's d → ∞ extrapolation a + b/d through the two d, ± 2 SE; "
-             "check icl.05 tests both are 1 within a Bonferroni t, and that the data reject "
-             "the naive alternative where it differs by ≥ 15 % (ReLU, sign)."),
+             "check icl.05 pools the points and tests both rows are 1 within 5 % (quick; 2 % "
+             "on the paper run), |gap| + t SE, and that the data reject the naive "
+             "alternative where it differs by ≥ 15 % (ReLU, sign)."),
     draw=draw_equivalence, checks=("icl.05-nonlinearity-noise-equivalence",)))
 
 
@@ -419,8 +420,9 @@ register_figure(Figure(
              "dashed), which lies up to 1.5 times higher for ReLU (c₁² = 1/4). Bottom: "
              "simulation / rescaled theory at the simulated sizes, and each d → ∞ "
              "extrapolation (a + b/d through the two d, ± 2 SE) against both theories: "
-             "check icl.10 tests the rescaled one is 1 within a Bonferroni t and that the "
-             "data reject the unrescaled one where the two differ by ≥ 15 %."),
+             "check icl.10 pools the points and tests the rescaled one is 1 within 5 % "
+             "(quick; 2 % on the paper run), |gap| + t SE, and that the data reject the "
+             "unrescaled one where the two differ by ≥ 15 %."),
     draw=draw_equivalence_ridge, checks=("icl.10-ridge-rescaling",)))
 
 

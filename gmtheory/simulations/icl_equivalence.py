@@ -129,15 +129,12 @@ def _lam_sweep(cfg, points, res, ds):
 
 def _extrapolated(ds, mean, se):
     """Per point (the trailing axes), the d -> inf limit of ``mean`` (d, ...) under an O(1/d)
-    bias, fitted through every d (:func:`stats.extrapolate_inverse`), and its SE."""
-    lim, lim_se = np.full(mean.shape[1:], np.nan), np.full(mean.shape[1:], np.nan)
+    bias, fitted through every d (:func:`stats.extrapolate_inverse_each`), and its SE; NaN
+    where a point was not simulated at every d."""
     if len(ds) < 2:
-        return lim, lim_se
-    for idx in np.ndindex(*mean.shape[1:]):
-        m, e = mean[(slice(None),) + idx], se[(slice(None),) + idx]
-        if np.all(np.isfinite(m)) and np.all(np.isfinite(e)):
-            lim[idx], lim_se[idx] = stats.extrapolate_inverse(ds, m, e)
-    return lim, lim_se
+        return np.full(mean.shape[1:], np.nan), np.full(mean.shape[1:], np.nan)
+    done = np.all(np.isfinite(mean) & np.isfinite(se), axis=0)
+    return stats.extrapolate_inverse_each(ds, mean, se, keep=done)
 
 
 def _eq_assemble(cfg, points, res):

@@ -41,7 +41,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 __all__ = ["Check", "Outcome", "Comparison", "CheckResult", "register_check", "CHECKS",
-           "EXPERIMENTS", "PAPER_VARIANTS", "experiment", "experiment_stem", "experiment_profile",
+           "EXPERIMENTS", "PAPER_VARIANTS", "experiment", "experiment_config", "experiment_stem",
+           "experiment_profile",
            "results_dir",
            "set_results_dir",
            "all_checks", "summary_line", "run_checks", "select_checks", "format_table",
@@ -202,6 +203,18 @@ def experiment(check_id: str) -> dict:
         return hit[0]
     arrays, _, _ = run_simulation(name, profile, results_dir=results_dir(), progress=False)
     return arrays
+
+
+def experiment_config(check_id: str):
+    """The config of the run that :func:`experiment` reads for ``check_id`` (its profile's
+    TOML values): a check that recomputes the theory from a run's arrays reads the sizes
+    and parameters here, so a committed run is checked against the theory as it is now."""
+    from ..simulations import get_simulation, make_config
+
+    if check_id not in EXPERIMENTS:
+        raise ValueError(f"check_id: {check_id!r} declares no experiment; pass "
+                         "experiment=NAME to register_check.")
+    return make_config(get_simulation(EXPERIMENTS[check_id]), _PROFILE[0])
 
 
 def _load_all():

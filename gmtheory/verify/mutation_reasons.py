@@ -86,8 +86,11 @@ UNCHECKED: dict[str, str] = {
     "icl.g_task_ridgeless": ("reported beside icl.07's comparison (the finite-d points sit "
                              "O(1/d) above it, so it is not compared there) and entering "
                              "icl.08 only through gaps near kappa's transition; open (issue "
-                             "41): a d -> inf fit of the icl-authors runs at d = 10, 32, 64 "
-                             "against it"),
+                             "41): a d -> inf fit of simulations against it cannot resolve "
+                             "2 % at d <= 64 (measured on the icl-authors runs: 12-24 % above "
+                             "it at d = 32 and 0.4-13 % at d = 64, with an O(1/d^2) term that "
+                             "moves a + b/d through d = 32, 64 by ~2 %); it needs d = 128 "
+                             "runs or a second theory computation of the gap"),
     "lda.dist_E1": ("used by lda.12, lda.14 and lda.19 only against thresholds with margins "
                     "above 10 % (measured: not caught at 0.1), not against a second "
                     "computation of the distance"),
@@ -110,9 +113,6 @@ UNCHECKED: dict[str, str] = {
                                     "the constant: 256 prompts of a heavy-tailed second "
                                     "moment leave t SE at a third of it); a precise check is "
                                     "open"),
-    "hermite.equivalence_error": _ICL_RUNS.format(
-        "icl.05 reads the quick icl-equivalence run (6 paired trials at d = 16 and 32): its "
-        "d -> inf ratios carry SEs of 1-8 %"),
     "icl.pretrain": _ICL_RUNS.format("icl.06 extrapolates 16 trials at d = 12 and 24 to "
                                      "d -> inf with SEs of 2-9 %"),
     "icl.ridge_cg": _ICL_RUNS.format("the pretraining checks icl.04-06 and icl.08 compare "
