@@ -299,18 +299,15 @@ def figures_index(png_prefix: str = "", report_link: str = "../docs/report.md") 
     the benchmark figures (:func:`gmtheory.bench.plot.bench_figures_index`)."""
     from .bench.plot import bench_figures_index
     from .figures import all_figures, get_figure
-    from .verify import EXPERIMENTS, all_checks
+    from .verify import all_checks
 
     all_checks()
     verdicts = ({r["id"]: r["verdict"] for r in json.loads(REPORT_JSON.read_text())["checks"]}
                 if REPORT_JSON.exists() else {})
 
-    def check(c, f):
+    def check(c):
         v = verdicts.get(c)
-        note = [f"{v} in the [report]({report_link})"] if v else []
-        if EXPERIMENTS.get(c) == f.simulation:
-            note.append("tests this figure's own cached run")
-        return f"`{c}`" + (f" ({'; '.join(note)})" if note else "")
+        return f"`{c}`" + (f" ({v} in the [report]({report_link}))" if v else "")
 
     out = ["# Figures", "",
            "Every figure of `gmtheory figures` (generated from the figure registry), then the "
@@ -318,13 +315,17 @@ def figures_index(png_prefix: str = "", report_link: str = "../docs/report.md") 
            "figures` redraws all of the former (quick profile).", ""]
     for name in all_figures():
         f = get_figure(name)
-        checks = ", ".join(check(c, f) for c in f.checks) or "none (illustration)"
+        run = (", ".join(check(c) for c in f.checks) if f.checks
+               else f"none: {_cell(f.run_unchecked)}")
+        theory = ", ".join(check(c) for c in f.theory_checks)
         out += [f"## {name}", "", f"![{name}]({png_prefix}{name}.png)", "",
                 f"*{_cell(f.caption)}*", "",
                 f"* command: `gmtheory figures {name}` (paper profile: "
                 f"`gmtheory figures {name} --profile paper`)",
                 f"* simulation: `{f.simulation}` (`gmtheory run {f.simulation}`)",
-                f"* checks behind the claim: {checks}", ""]
+                f"* checks that read this run: {run}",
+                *([f"* checks of the theory it draws (on their own points): {theory}"]
+                  if theory else []), ""]
     return "\n".join(out + committed_figures_index(png_prefix) +
                      bench_figures_index(png_prefix, report_link))
 

@@ -16,13 +16,10 @@ EXPECTED = json.loads(EXPECTED_FILE.read_text())["findings"]
 # checks that derive with sympy join the derivation tests on one xdist worker (the
 # derivations are computed once per process; tests/test_derivations.py)
 SYMPY = ("hermite.01", "denoising.28")
-# the two prompt-rate checks read the same prompts (operator_checks._rate_mse, computed
-# once per process)
-PROMPT_RATE = ("operator.05b", "operator.06")
 
 
 def _group(cid):
-    """sympy checks on the derivations' worker; the prompt-rate checks on one worker; a
+    """sympy checks on the derivations' worker; a
     check that reads a figure's run in the xdist group named after that experiment, on one
     worker, which computes the run once for every check and test of the group
     (tests/conftest.py: ``shared_results``)"""
@@ -30,8 +27,6 @@ def _group(cid):
 
     if cid.startswith(SYMPY):
         return "sympy"
-    if cid.startswith(PROMPT_RATE):
-        return "prompt-rate"
     return EXPERIMENTS.get(cid)
 
 
@@ -71,8 +66,31 @@ def test_checks_read_their_figures_run():
             assert experiment_stem(cid) == result_stem(f.simulation, "quick",
                                                        results_dir=results_dir())
         src = inspect.getsource(CHECKS[cid].fn)
-        assert f"experiment({cid!r})" in src.replace('"', "'"), (
+        src = src.replace('"', "'")
+        assert (f"experiment({cid!r})" in src
+                or (f"cid = {cid!r}" in src and "experiment(cid)" in src)), (
             f"{cid} declares experiment={sim!r} but does not read it with experiment()")
+
+
+def test_every_figure_check_link_reads_that_figures_run():
+    """A figure's ``checks`` read its run (one run, two consumers); checks of the theory it
+    draws on their own points are ``theory_checks``; a figure whose run no check reads
+    says why (``run_unchecked``), and a figure with such a check says nothing of the kind."""
+    from gmtheory.figures._base import FIGURES, load_all
+    from gmtheory.verify import CHECKS, EXPERIMENTS
+
+    load_all()
+    for f in FIGURES.values():
+        wrong = [c for c in f.checks if EXPERIMENTS.get(c) != f.simulation]
+        assert not wrong, (f"{f.name}: checks {wrong} do not read its run "
+                           f"({f.simulation!r}); list them as theory_checks or make them "
+                           "read it with experiment()")
+        for c in f.theory_checks:
+            assert c in CHECKS, (f.name, c)
+            assert EXPERIMENTS.get(c) != f.simulation, (f"{f.name}: {c} reads its run: list "
+                                                        "it under checks")
+        assert bool(f.checks) != bool(f.run_unchecked.strip()), (
+            f"{f.name}: a figure names the checks that read its run or says why none does")
 
 
 def test_paper_variants_read_a_committed_paper_run():

@@ -18,7 +18,16 @@ class Figure:
     simulation: str
     caption: str
     draw: Callable  # (arrays, meta) -> matplotlib.figure.Figure
-    checks: tuple = ()  # ids of the `gmtheory verify` checks that back the caption's claim
+    #: the `gmtheory verify` checks that test this figure's run: each reads the cached
+    #: result the figure draws (same simulation, profile and config; one run, two consumers)
+    checks: tuple = ()
+    #: the checks that test the theory the figure draws (its curves, constructions or
+    #: limits) on their own points, not this run
+    theory_checks: tuple = ()
+    #: why no check reads this run (required when ``checks`` is empty): the figure draws no
+    #: theory value to decide (an illustration, trained models beside baselines), or a check
+    #: of the run is open, said so
+    run_unchecked: str = ""
 
 
 def register_figure(fig: Figure) -> Figure:

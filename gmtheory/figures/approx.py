@@ -116,6 +116,10 @@ register_figure(Figure(
              "one Newton step (which from y₀ = 1 errs by 2.19); it stays above it for max "
              "(one head, and the tree by 80×), x² at m = 3 and 1/x in one layer."),
     draw=draw_trained,
+    run_unchecked=("trained networks beside the explicit construction: an empirical "
+                   "comparison with no theory value to decide (the construction's error is "
+                   "checked on the approx-rates run; tests/test_approx.py tests the "
+                   "training)"),
 ))
 
 

@@ -96,8 +96,8 @@ register_figure(Figure(
              "mixture approach the Bayes denoiser, far below the best linear attention (dashed) "
              "and the best single head (dotted), which cannot be exact since γ² ≠ ξ²."),
     draw=draw_fig2,
-    checks=("denoising.33-figure2-two-heads", "denoising.28-single-head",
-            "denoising.29-linear-gap")))
+    checks=("denoising.33-figure2-two-heads",),
+    theory_checks=("denoising.28-single-head", "denoising.29-linear-gap")))
 
 register_figure(Figure(
     name="denoise-fig3", simulation="denoise-iterates",
@@ -183,7 +183,11 @@ register_figure(Figure(
              "linear gap. Right: the learned inverse temperature is about half the Prop. 4.4 "
              "value at every L and rises only slowly with L (fitted slope in the legend); over "
              "this range it does not approach 0.8."),
-    draw=draw_icl, checks=("denoising.32-residual-icl",)))
+    draw=draw_icl, theory_checks=("denoising.32-residual-icl",),
+    run_unchecked=("open (issue 41): the trained heads' claims (below the excess of the "
+                   "Prop. 4.4 parameters at every L, linear attention above the per-task "
+                   "linear gap) are not yet read by a check; denoising.32 tests the "
+                   "construction's rates on its own prompts")))
 
 
 def _cell_text(v, floor):
@@ -265,5 +269,6 @@ register_figure(Figure(
              "it (round-off, 1e-32–1e-27); the smallest excess above round-off in the quick "
              "profile is 6e-10 (summary)."),
     draw=draw_sweep,
-    checks=("denoising.27-two-heads-exact", "denoising.28-single-head",
-            "denoising.29-linear-gap")))
+    checks=("denoising.35-phase-diagram",),
+    theory_checks=("denoising.27-two-heads-exact", "denoising.28-single-head",
+                   "denoising.29-linear-gap")))

@@ -94,4 +94,7 @@ register_figure(Figure(
              "under each bar the usage entropy. Quick profile: 150 steps, width 32, so (a), "
              "(b) and (d) show directions at a size where the models barely train."),
     draw=draw_ablations,
+    run_unchecked=("small trained models at a size where they barely train (quick), and the "
+                   "router's reproduction of GMA, which tests/test_gma_ablations.py tests: "
+                   "no theory value for a check to decide"),
 ))

@@ -13,6 +13,13 @@ from ._base import Figure, register_figure
 _MARKERS = ("s", "^", "o", "D")
 
 
+#: why no check reads the runs of icl-alpha and icl-double-descent (Figure.run_unchecked)
+_ICL_RUN_OPEN = ("open (issue 41): simulations against the ridge theory at two d; deciding "
+                 "their d -> inf agreement needs a finite-size bias model with power at these "
+                 "d (icl.04 tests the O(1/d) law on the icl-finite-d run, icl.05 and icl.10 "
+                 "the d -> inf limit on the icl-equivalence run)")
+
+
 def _d_colours(n):
     """Sequential colours, light (small d) to dark (the largest d)."""
     cmap = plt.get_cmap("plasma")
@@ -107,13 +114,14 @@ register_figure(Figure(
              "pretraining prompts. Lines: d → ∞ theory on a grid log-spaced in |τ − 1| down to "
              "1e-4, so the ridgeless error (dashed) is drawn rising out of the panel at τ = 1; "
              "ridge (solid) caps the peak. Points: simulations (exact test error of the fitted "
-             "Γ) at two d (quick profile: d = 16 and 32; the paper profile adds d = 64). Way: "
-             "two d per panel. Bottom row: simulation / theory, the theory taken at the "
+             "Γ) at two d (quick profile: d = 16 and 32; the paper profile adds d = 64). "
+             "Bottom row: simulation / theory, the theory taken at the "
              "simulated sizes; the excess shrinks with d (mean |relative gap| 0.21 → 0.08 from "
              "d = 16 to 32, summary) and is largest just above τ = 1, where the finite-d peak "
              "(n = d(d+1), τ = 1 + 1/d) lies."),
     draw=draw_double_descent,
-    checks=("icl.02-consistency-limits",)))
+    theory_checks=("icl.02-consistency-limits",),
+    run_unchecked=_ICL_RUN_OPEN))
 
 
 def draw_alpha(a, meta):
@@ -142,10 +150,10 @@ register_figure(Figure(
              "theory and in the simulations at both d; with a fresh task per prompt (κ = ∞, "
              "right) it decreases monotonically. Lines: ridge theory (d → ∞); points: "
              "simulations at two d (quick profile: d = 16 and 32; the paper profile adds "
-             "d = 64). Way: two d per panel. Bottom row: simulation / theory (theory at the "
+             "d = 64). Bottom row: simulation / theory (theory at the "
              "simulated sizes); the finite-d excess halves from d = 16 to d = 32 (mean "
              "|relative gap| 0.18 → 0.08, summary)."),
-    draw=draw_alpha))
+    draw=draw_alpha, run_unchecked=_ICL_RUN_OPEN))
 
 
 def _authors_panel(ax, bx, a):
@@ -212,15 +220,19 @@ register_figure(Figure(
              "attention switches from memorising the pool to regressing in context, while the "
              "dMMSE estimator (the Bayes predictor that knows the pool) keeps a large gap. Points: "
              "simulations at three d (quick profile: d = 10, 20, 40; points where the protocol's "
-             "rounding n = round(τd²/k)·k moves τ by more than 5 % are not run). Way: three d "
-             "per panel. Bottom row: simulation / theory (theory at the simulated sizes); the "
+             "rounding n = round(τd²/k)·k moves τ by more than 5 % are not run). Bottom row: "
+             "simulation / theory (theory at the simulated sizes); the "
              "finite-d excess shrinks with d (mean |relative gap| 1.5 → 0.46 → 0.19, summary), "
              "most slowly for α = 6, whose τ = 1.2 is next to the interpolation peak at τ = 1. "
              "Right column: the authors' own saved quick-figure means (their protocol, "
              "α = τ = 10, 20 trials; shipped in gmtheory.data) at d = 10, 32, 64 against our "
              "ridgeless theory at their parameters; the icl-authors figure reruns their "
              "protocol and compares."),
-    draw=draw_gtask))
+    draw=draw_gtask,
+    run_unchecked=("open (issue 41): simulations against the ridgeless theory at three d; "
+                   "at d <= 80 the finite-d excess (19-150 % at d = 10-40 in the quick run) "
+                   "bends away from a + b/d, so a d -> inf comparison has no power here; "
+                   "the authors' protocol is checked on its own run (icl-authors, icl.07)")))
 
 
 def draw_authors(a, meta):

@@ -92,8 +92,8 @@ register_figure(Figure(
              "not move while the damped one decays at the linearised rate, down to a floor of "
              "second order in the flat one). Check lda.19 tests both statements."),
     draw=draw_fig1,
-    checks=("lda.19-figure1-convergence", "lda.17-morse-bott-theta1",
-            "lda.18-not-morse-bott-theta2"),
+    checks=("lda.19-figure1-convergence",),
+    theory_checks=("lda.17-morse-bott-theta1", "lda.18-not-morse-bott-theta2"),
 ))
 
 
@@ -304,7 +304,10 @@ register_figure(Figure(
              "finite-prompt noise; error bars: ±2 SE of the mean over "
              "each seed's evaluation prompts."),
     draw=draw_finite_prompt,
-    checks=("lda.07-effective-predictor", "lda.09-bayes-parameters"),
+    theory_checks=("lda.07-effective-predictor", "lda.09-bayes-parameters"),
+    run_unchecked=("open (issue 41): the trained heads' claims (the softmax excess falls "
+                   "with L, linear attention stays at its optimum gap) are not yet read by a "
+                   "check; lda.07 and lda.09 test the infinite-prompt theory it draws"),
 ))
 
 
@@ -357,7 +360,10 @@ register_figure(Figure(
              "1e-9, the quadrature round-off of two risks that agree. `gmtheory run lda-sweep "
              "--set pi_pos=…,separation=…,d=…` changes the grid."),
     draw=draw_sweep,
-    checks=("lda.09-bayes-parameters",),
+    theory_checks=("lda.09-bayes-parameters",),
+    run_unchecked=("open (issue 41): an exploration beyond the paper; the trained excess "
+                   "and the linear gap over the grid are not yet read by a check (lda.09 "
+                   "tests the Bayes parameters and gap it draws, at C1)"),
 ))
 
 __all__ = ["draw_fig1", "draw_finite_prompt", "draw_sweep"]

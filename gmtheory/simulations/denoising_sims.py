@@ -93,6 +93,12 @@ class IteratesConfig(SimConfig):
     n_iter: int = 30
     n_lambda: int = 200
     n_critical: int = 100_000
+    # the strong-separation limits that check denoising.31 reads: the same starts iterated
+    # n_limit times at each lambda > 1 (the contraction lambda^2 (1 - u^2) <= 0.85 there, so
+    # 2000 steps leave them at round-off from +-u_lambda (0, 3))
+    limit_lambdas: tuple[float, ...] = (1.2, 1.5, 2.0, 3.0)
+    n_limit: int = 2000
+    lambda_sub: float = 0.8        # the geometric collapse below lambda = 1
 
 
 def _iterates_run(cfg, point, key):
@@ -113,8 +119,23 @@ def _iterates_run(cfg, point, key):
     idx = np.unique(np.logspace(0, np.log10(cfg.n_critical), 200).astype(int))
     out["critical_n"] = idx
     out["critical_u"] = np.abs(np.asarray(crit[idx, 0, 1])) / 3.0
-    sub = D.iterate_denoiser(mix, 3.0 / 0.8, jnp.array([[0.0, 2.0]]), 200)
+    sub = D.iterate_denoiser(mix, 3.0 / cfg.lambda_sub, jnp.array([[0.0, 2.0]]), 200)
     out["sub_u"] = np.abs(np.asarray(sub[:, 0, 1])) / 3.0
+    out["lambda_sub"] = np.asarray(cfg.lambda_sub)
+    # every start after 200 steps below lambda = 1: collapsed to the midpoint
+    out["sub_final"] = np.asarray(D.iterate_denoiser(mix, 3.0 / cfg.lambda_sub, z0, 200)[-1])
+    # above lambda = 1: where each start ends, how far any iterate after the first step
+    # lies off the axis z_1 = 0, and the largest |u_n| = |z_2| / 3 after the first step
+    fin, off, umax = [], [], []
+    for lam in cfg.limit_lambdas:
+        tr = D.iterate_denoiser(mix, 3.0 / lam, z0, cfg.n_limit)
+        fin.append(np.asarray(tr[-1]))
+        off.append(float(jnp.max(jnp.abs(tr[1:, :, 0]))))
+        # divided by 3 in NumPy: XLA may divide by a constant through its reciprocal
+        umax.append(float(np.max(np.abs(np.asarray(tr[1:, :, 1]))) / 3.0))
+    out.update(limit_lambdas=np.array(cfg.limit_lambdas, float), limit_final=np.array(fin),
+               limit_off_axis=np.array(off), limit_max_u=np.array(umax),
+               n_limit=np.asarray(cfg.n_limit))
     return out
 
 

@@ -1,8 +1,8 @@
 """Finite-prompt convergence of softmax and linear attention to their limits.
 
 Theory: docs/topics/operator.md#finite-prompts-rate-and-effective-sample-size (checks
-``operator.05b`` and ``operator.06``).  For a random 3-component heteroscedastic mixture in
-d = 3 (the protocol of check ``operator.01a``), sample ``reps``
+``operator.05b`` and ``operator.06`` read this run).  For a random 3-component
+heteroscedastic mixture in d = 3 (the protocol of check ``operator.01a``), sample ``reps``
 independent prompts of ``L`` tokens and record the squared error of the finite-
 prompt operator against the closed form (Prop. 2.1 for softmax, Lemma C.7 for linear).
 A second sweep fixes ``L`` and grows ``u^T Gamma u``; the error there is predicted by
@@ -35,7 +35,7 @@ class PromptConvergenceConfig(SimConfig):
     reps: int = 48
     quad_levels: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 3.0, 4.0)
     L_ess: int = 3000
-    reps_ess: int = 256
+    reps_ess: int = 1024
 
 
 def _points(cfg):
@@ -76,7 +76,12 @@ def _assemble(cfg, points, results):
     ess_errs = np.stack([np.asarray(r["errs"]) for r in ess_res], axis=1)  # (reps_ess, levels)
     lmse, lmse_se = (cfg.L_ess * v for v in stats.mean_se(ess_errs, axis=0))
     mse_soft, mse_soft_se = stats.mean_se(soft, axis=1)
+    # per L: each prompt's squared error averaged over the queries, then its mean and Monte
+    # Carlo SE over the independent prompts (the rates checks operator.05b/06 fit)
+    qsoft, qsoft_se = stats.mean_se(soft.mean(2), axis=1)
+    qlin, qlin_se = stats.mean_se(lin.mean(2), axis=1)
     return {
+        "qmse_soft": qsoft, "qmse_soft_se": qsoft_se, "qmse_lin": qlin, "qmse_lin_se": qlin_se,
         "Ls": Ls,
         "mse_soft": mse_soft,  # (nL, n)
         "mse_lin": lin.mean(axis=1),

@@ -102,12 +102,13 @@ UNCHECKED: dict[str, str] = {
                                    "is still round-off"),
     "lda.reduced_loss": ("tested only by the coercivity lower bound L(w) >= C1 |w| (Lemma "
                          "B.32), measured 1.45 times the bound; a larger L is still coercive"),
-    "operators.finite_prompt_variance": ("open: operator.06 compares it with L MSE of 256 "
-                                         "prompts in the equivalence form at a tolerance of "
-                                         "50 %, the power those heavy-tailed squared errors "
-                                         "give (t SE ~ 1/4 of the prediction); a precise "
-                                         "check (a Monte Carlo of the delta-method integrand) "
-                                         "is open"),
+    "operators.finite_prompt_variance": ("open: operator.06 compares it with L MSE on the "
+                                         "prompt-convergence run (1024 prompts per row) in "
+                                         "the equivalence form at a tolerance of 50 %, the "
+                                         "factor those heavy-tailed squared errors decide "
+                                         "(t SE ~0.15 of the prediction); a precise check (a "
+                                         "Monte Carlo of the delta-method integrand) is "
+                                         "open"),
     "gma_analysis.limit_variance": ("open: gma.01 compares L E|error|^2 with this "
                                     "delta-method constant to a factor (|diff| + t SE within "
                                     "the constant: 256 prompts of a heavy-tailed second "

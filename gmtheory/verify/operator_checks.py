@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache, partial
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -24,7 +24,6 @@ from ..operators import (
 )
 from ..problems import (
     make_problem,
-    prompt_sq_errors,
     random_attention,
     random_mixture,
     sample_prompts,
@@ -32,8 +31,15 @@ from ..problems import (
     stream_key,
 )
 from ..quadrature import expect_mixture
-from ..stats import bonferroni_z, fit_loglog_weighted, mean_se
-from ._registry import Outcome, agreement, lower_bound, register_check
+from ..stats import bonferroni_z, fit_loglog_weighted
+from ._registry import (
+    Outcome,
+    agreement,
+    experiment,
+    experiment_config,
+    lower_bound,
+    register_check,
+)
 from ._registry import rel_error as _rel
 
 SEED = 20261202
@@ -303,92 +309,78 @@ def check_linear():
                   relative=True))
 
 
-RATE_LS = (100, 1000, 10_000, 100_000, 1_000_000)   # prompt lengths of both rate checks
-RATE_REPS = 16                                      # prompts per length
-
-
-@lru_cache(maxsize=1)
-def _rate_mse():
-    """Mean squared error of finite-prompt linear and softmax attention at each of
-    ``RATE_LS``, over ``RATE_REPS`` prompts: both operators read the same prompts (sampled
-    once, 1.8e7 tokens), which checks operator.05b and operator.06 share."""
-    mix, U, V, z = make_problem(SEED, 3, 3, 4, 1.0)
-    key = stream_key(SEED, "c56-softmax")
-    errs = [prompt_sq_errors(jax.random.fold_in(key, i), mix, U, V, z, L=L, reps=RATE_REPS,
-                             kind=("linear", "softmax")) for i, L in enumerate(RATE_LS)]
-    # per L: the mean squared error over prompts (each prompt's mean over the queries) and
-    # its Monte Carlo SE over the independent prompts
-    return {k: np.array([mean_se(np.asarray(e[j]).mean(1)) for e in errs], dtype=float)
-            for j, k in enumerate(("linear", "softmax"))}
-
-
-def _slope_outcome(kind: str):
-    """The log-log slope of the RMS error in L, fitted with each L's Monte Carlo SE
-    (delta method: SE(rms) = SE(mse) / (2 rms)); its SE is the Monte Carlo SE of the
-    slope."""
-    mse, mse_se = _rate_mse()[kind].T
+def _slope_outcome(a, kind: str):
+    """The log-log slope of the RMS error in L over the prompt-convergence run (each
+    prompt's error averaged over the queries), fitted with each L's Monte Carlo SE (delta
+    method: SE(rms) = SE(mse) / (2 rms)); its SE is the Monte Carlo SE of the slope."""
+    mse, mse_se = np.asarray(a[f"qmse_{kind}"]), np.asarray(a[f"qmse_{kind}_se"])
     rms = np.sqrt(mse)
-    fit = fit_loglog_weighted(RATE_LS, rms, mse_se / (2 * rms))
+    fit = fit_loglog_weighted(np.asarray(a["Ls"]), rms, mse_se / (2 * rms))
     return fit.slope, fit.stderr, mse
 
 
-def _slope_equivalence(slope, stderr, why):
+def _slope_equivalence(slope, stderr, why, a, reps):
     """The fitted rate against -1/2 in the equivalence form: |slope + 1/2| + t SE within
     the reference's window 0.1, with t SE at most 0.05."""
     t = bonferroni_z(1)
+    Ls = np.asarray(a["Ls"])
     return equivalence(slope, -0.5, stderr, 0.1,
                        f"{why}: |slope + 1/2| + t SE <= 0.1 (the reference's [-0.6, -0.4] "
                        f"window), t = {t:.2f} (two-sided 1 %) x the slope's Monte Carlo SE "
-                       f"(weighted fit, {RATE_REPS} prompts per L)", t=t, scale=1.0,
-                       name="|slope + 1/2| + t SE")
+                       f"(weighted fit over L = {Ls.min():.0f}..{Ls.max():.0f}, {reps} "
+                       "prompts per L)", t=t, scale=1.0, name="|slope + 1/2| + t SE")
 
 
 @register_check(
     "operator.05b-linear-prompt-rate",
-    "Finite-prompt linear attention converges to its limit at the L^-1/2 rate: "
-    "log-log slope of the RMS error over L = 1e2..1e6 (16 prompts per L, the prompts of "
-    "operator.06) lies in [-0.6, -0.4] with its confidence interval.",
+    "Finite-prompt linear attention converges to its limit at the L^-1/2 rate, on the "
+    "prompt-convergence run (the run its figure draws; quick: L = 1e2..3e4, 48 prompts per "
+    "L): the log-log slope of the RMS error lies in [-0.6, -0.4] with its confidence "
+    "interval.",
     "docs/topics/operator.md#lemma-c7-linear-attention-has-no-gates; "
     "docs/topics/operator.md#finite-prompts-rate-and-effective-sample-size",
+    experiment="prompt-convergence",
 )
 def check_linear_rate():
-    Ls = RATE_LS
-    slope, stderr, mse = _slope_outcome("linear")
+    cid = "operator.05b-linear-prompt-rate"
+    a, cfg = experiment(cid), experiment_config(cid)    # the run the figure draws
+    slope, stderr, mse = _slope_outcome(a, "lin")
     return Outcome(_slope_equivalence(slope, stderr, "theory -1/2 (CLT of a second-moment "
-                                      "estimator)"),
+                                      "estimator)", a, cfg.reps),
                    details={"slope": slope, "slope_stderr": stderr,
-                            "rms": np.sqrt(mse).tolist(), "L": Ls})
+                            "rms": np.sqrt(mse).tolist(), "L": np.asarray(a["Ls"]).tolist()})
 
 
 @register_check(
     "operator.06-softmax-prompt-rate-and-ess",
-    "Finite-prompt softmax attention converges at L^-1/2 (slope in [-0.6,-0.4] over "
-    "L = 1e2..1e6), and at fixed L = 3000 its error grows with u^T Gamma u; where the "
-    "predicted ESS is >= 300 it matches the ESS / delta-method variance to a factor (|diff| "
-    "+ t SE within 50 %: 256 prompts of a heavy-tailed error; rows with a smaller ESS are "
-    "reported, not compared); the ESS of sampled prompts matches the predicted ESS within "
-    "1 %.",
+    "Finite-prompt softmax attention converges at L^-1/2 (slope in [-0.6,-0.4]), and at "
+    "fixed L its error grows with u^T Gamma u; where the predicted ESS is >= 300 it matches "
+    "the ESS / delta-method variance to a factor (|diff| + t SE within 50 %: a heavy-tailed "
+    "error; rows with a smaller ESS are reported, not compared): all on the "
+    "prompt-convergence run (the run its figure draws; quick: L = 1e2..3e4, 48 prompts per "
+    "L; 256 prompts of L = 3000 per u^T Gamma u). The ESS of sampled prompts matches the "
+    "predicted ESS within 1 %.",
     "docs/topics/operator.md#finite-prompts-rate-and-effective-sample-size",
+    experiment="prompt-convergence",
 )
 def check_softmax_rate_ess():
     from ..operators import effective_sample_size, finite_prompt_variance
 
-    Ls = RATE_LS
-    slope, stderr, mse = _slope_outcome("softmax")
-    mix, U, V, z = make_problem(SEED, 3, 3, 4, 1.0)
-    zq = z[:1]
-    L, reps = 3000, 256
+    cid = "operator.06-softmax-prompt-rate-and-ess"
+    run, cfg = experiment(cid), experiment_config(cid)    # the run the figure draws
+    slope, stderr, mse = _slope_outcome(run, "soft")
+    mix, U, V, z = make_problem(cfg.seed, cfg.d, cfg.n_components, cfg.n_queries,
+                                cfg.max_quad)
+    zq, L, reps = z[:1], cfg.L_ess, cfg.reps_ess
     rows = []
-    key = stream_key(SEED, "c6-ess")
-    for i, q in enumerate((0.25, 0.5, 1.0, 2.0)):
-        Uq = scale_to_quad(mix, U, zq, q)
-        e = np.asarray(prompt_sq_errors(jax.random.fold_in(key, i), mix, Uq, V, zq, L=L,
-                                        reps=reps))[:, 0]
-        m, se = mean_se(e)
-        meas, se = L * float(m), L * float(se)
+    for q, meas, se in zip(np.asarray(run["quad_levels"]), np.asarray(run["lmse"]),
+                           np.asarray(run["lmse_se"]), strict=True):
+        # the delta-method prediction and the ESS recomputed here, at the run's tilt
+        Uq = scale_to_quad(mix, U, zq, float(q))
         pred = float(jnp.sum(finite_prompt_variance(mix, Uq, V, zq)))
         ess = float(effective_sample_size(mix, Uq, zq, L)[0])
-        rows.append({"uGu": q, "L_mse": meas, "se": se, "predicted": pred, "ess": ess})
+        rows.append({"uGu": float(q), "L_mse": float(meas), "se": float(se),
+                     "predicted": pred, "ess": ess})
     # the delta-method law is asymptotic in the ESS: compare only the rows with ESS >= 300
     # (a NaN predicted ESS is neither: it is compared, and its NaN makes the comparison fail)
     compared = [r for r in rows if not r["ess"] < ESS_MIN]
@@ -428,7 +420,8 @@ def check_softmax_rate_ess():
                    w.sum(1) ** 2 / (w**2).sum(1))
     t1 = bonferroni_z(1)
     return Outcome(
-        _slope_equivalence(slope, stderr, "theory -1/2 (CLT of a self-normalised estimator)"),
+        _slope_equivalence(slope, stderr, "theory -1/2 (CLT of a self-normalised estimator)",
+                           run, cfg.reps),
         delta,
         lower_bound(growth, 1.0, "the error grows with u^T Gamma u (all four rows): the "
                     "smallest ratio of consecutive L*MSE must exceed 1",
@@ -444,7 +437,7 @@ def check_softmax_rate_ess():
                   name="empirical_ess vs the ratio written out (rel.)", relative=True),
         details={"ess_predicted": ess_pred, "ess_monte_carlo": float(ess_m),
                  "ess_monte_carlo_se": float(ess_se), "slope": slope, "slope_stderr": stderr,
-                 "rms": np.sqrt(mse).tolist(), "L": Ls,
+                 "rms": np.sqrt(mse).tolist(), "L": np.asarray(run["Ls"]).tolist(),
                  "ess_rows_compared": compared, "ess_rows_excluded": excluded,
                  "gates_sample": np.asarray(
                      attention_gates(mix, U, z)).tolist()},
