@@ -48,6 +48,19 @@ MIXERS = ("softmax", "linear", "performer", "gma", "ssm")
 EPS = 1e-6
 
 
+def _check_token_ids(inputs, vocab: int) -> None:
+    """Token ids given as concrete values must lie in ``0..vocab - 1`` (traced ones are
+    checked by the NaN their embedding then carries)."""
+    if isinstance(inputs, jax.core.Tracer):
+        return
+    ids = np.asarray(inputs)
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab):
+        raise ValueError(f"inputs: token ids must lie in 0..{vocab - 1} (the model's vocab "
+                         f"= {vocab}); got ids from {int(ids.min())} to {int(ids.max())}. "
+                         "Size the model's vocab to the task (e.g. tasks.mqar_vocab(n_keys)) "
+                         "or map the ids into range.")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Shape of a model.  ``vocab > 0``: token inputs; else ``d_in`` continuous inputs."""
@@ -270,7 +283,12 @@ class Model(eqx.Module):
 
     def embed_inputs(self, inputs):
         if self.cfg.vocab > 0:
-            x = self.embed[inputs]
+            _check_token_ids(inputs, self.cfg.vocab)
+            # an id outside 0..vocab-1 embeds as NaN, which the training loop's NaN guard
+            # reports (plain indexing would clamp it to the last row, or wrap a negative
+            # one, silently); negative ids are sent out of range first
+            ids = jnp.where(inputs < 0, self.cfg.vocab, inputs)
+            x = jnp.take(self.embed, ids, axis=0, mode="fill", fill_value=jnp.nan)
         else:
             x = inputs.astype(self.embed.dtype) @ self.embed
         if self.pos is not None:

@@ -144,7 +144,8 @@ def mqar_vocab(n_keys: int) -> int:
     return 1 + 2 * n_keys
 
 
-def mqar(key, n: int, seq_len: int, n_pairs: int, n_keys: int = 32) -> dict:
+def mqar(key, n: int, seq_len: int, n_pairs: int, n_keys: int = 32,
+         vocab: int | None = None) -> dict:
     """Multi-query associative recall.
 
     Positions ``0..2 n_pairs - 1`` hold ``k_1 v_1 ... k_m v_m`` (distinct keys drawn from
@@ -152,7 +153,16 @@ def mqar(key, n: int, seq_len: int, n_pairs: int, n_keys: int = 32) -> dict:
     order, at distinct random positions among the remaining ones (filler 0 elsewhere).
     ``label`` is the key's value at its query position and ``-1`` elsewhere.
     Returns ``tokens`` ``(n, seq_len)`` int32 and ``label`` ``(n, seq_len)`` int32.
+    ``vocab``: the vocabulary of the model that will read the tokens; the task's ids
+    (:func:`mqar_vocab`) must fit in it.
     """
+    if min(n, seq_len, n_pairs, n_keys) < 1:
+        raise ValueError(f"n, seq_len, n_pairs, n_keys: each must be >= 1, got {n}, "
+                         f"{seq_len}, {n_pairs}, {n_keys}.")
+    if vocab is not None and mqar_vocab(n_keys) > vocab:
+        raise ValueError(f"n_keys: MQAR with n_keys = {n_keys} uses {mqar_vocab(n_keys)} "
+                         f"token ids, more than vocab = {vocab}; use n_keys <= "
+                         f"{(vocab - 1) // 2} or a larger vocabulary.")
     if n_pairs > n_keys or 3 * n_pairs > seq_len:
         raise ValueError(f"n_pairs: need n_pairs <= n_keys and 3 n_pairs <= seq_len, got "
                          f"n_pairs={n_pairs}, n_keys={n_keys}, seq_len={seq_len}.")

@@ -130,3 +130,17 @@ def test_continuous_inputs_and_config_errors():
         gma_models.ModelConfig(vocab=3, d_in=2)
     with pytest.raises(ValueError, match="d_model"):
         gma_models.ModelConfig(vocab=3, d_model=10, heads=4)
+
+
+def test_token_ids_out_of_range_are_refused_or_nan():
+    """An id outside 0..vocab-1 is never clamped to a valid row: concrete ids raise a
+    message naming the vocabulary, traced ones embed as NaN (the NaN guard reports it)."""
+    model = gma_models.build(BASE, jax.random.key(0), jnp.float64)
+    ok = jnp.zeros((1, 5), jnp.int32).at[0, 1].set(10)
+    assert bool(jnp.all(jnp.isfinite(model(ok))))
+    for bad in (11, -1):
+        x = ok.at[0, 2].set(bad)
+        with pytest.raises(ValueError, match="0..10"):
+            model(x)
+        out = jax.jit(lambda t: model(t))(x)
+        assert bool(jnp.all(jnp.isnan(out[0, 2]))), bad   # (a masked NaN key may spread)

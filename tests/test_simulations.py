@@ -15,10 +15,10 @@ def _check_prompt_convergence(a):
     assert np.all(np.diff(a["lmse"]) > 0)
 
 
-@pytest.mark.slow   # the same rates and ESS law are checks operator.05b and operator.06, and
-# small prompt-convergence sweeps run in test_devices and test_robustness
-def test_prompt_convergence_quick(tmp_path):
-    a, meta, _ = run_simulation("prompt-convergence", "quick", results_dir=tmp_path,
+# the run checks operator.05b and operator.06 read: in their xdist group, computed once
+@pytest.mark.xdist_group("prompt-convergence")
+def test_prompt_convergence_quick(shared_results):
+    a, meta, _ = run_simulation("prompt-convergence", "quick", results_dir=shared_results,
                                 progress=False)
     _check_prompt_convergence(a)
     cfg = make_config(get_simulation("prompt-convergence"), "quick")

@@ -87,6 +87,12 @@ def test_mqar_keys_and_values_consistent():
     assert tasks.mqar_vocab(n_keys) == 33
     with pytest.raises(ValueError, match="n_pairs"):
         tasks.mqar(jax.random.key(0), 1, 10, 4)
+    # the ids must fit the reading model's vocabulary: 1 + 2 n_keys = 33 > 32
+    with pytest.raises(ValueError, match="n_keys <= 15"):
+        tasks.mqar(jax.random.key(0), 1, 48, n_pairs, n_keys, vocab=32)
+    assert tasks.mqar(jax.random.key(0), 1, 48, n_pairs, n_keys, vocab=33)["tokens"].max() <= 32
+    with pytest.raises(ValueError, match="each must be >= 1"):
+        tasks.mqar(jax.random.key(0), 0, 48, n_pairs, n_keys)
 
 
 def test_selective_copy_labels_are_the_data_in_order():

@@ -309,7 +309,7 @@ def _recall_arrays(key, task, N, n, width, listops_causal, mqar_pairs, mqar_keys
         at = d["length"] - 1 if listops_causal else np.zeros(n, np.int64)
         lab[np.arange(n), at] = d["label"]
         return _pad(d["tokens"], width, 0), lab
-    d = T.mqar(key, n, N, mqar_pairs, mqar_keys)
+    d = T.mqar(key, n, N, mqar_pairs, mqar_keys, vocab=VOCAB)
     return _pad(d["tokens"], width, 0), _pad(d["label"], width, -1)
 
 
