@@ -146,8 +146,9 @@ def draw_compiled(a, meta):
     low = a["eps_beta"].min(0)  # a 1/eps line a factor 3 below the lowest network
     axes[1].loglog(eps, low[-1] / 3.0 * eps[-1] / eps, "k--", lw=1, label="β ∝ 1/eps")
     axes[1].set_xlabel("target eps")
-    axes[1].set_ylabel("largest β chosen")
-    axes[1].set_title("smallest β whose bound meets eps (colours: left panel)", fontsize=10)
+    axes[1].set_ylabel("β chosen (largest over the layers)")
+    axes[1].set_title("the β the compiler chooses to meet eps (colours: left panel)",
+                      fontsize=10)
     axes[1].legend(fontsize=8)
     axes[2].set_xlabel("target eps")
     axes[2].set_ylabel("heads (one per hidden unit)")
@@ -167,8 +168,9 @@ register_figure(Figure(
              "stays below the certified bound (lines with open markers) at every β; the "
              "bound falls like 1/β, "
              "the measured error faster at large β (few random points fall within ~1/β of a "
-             "unit's kink, where the worst case sits). For a target eps the smallest β "
-             "meeting it grows like 1/eps while the heads (one per hidden unit) stay fixed."),
+             "unit's kink, where the worst case sits). Given a target eps, the compiler chooses "
+             "each layer's β so that the certified bound meets it; the largest of them (middle) "
+             "grows like 1/eps while the heads (one per hidden unit) stay fixed."),
     draw=draw_compiled,
     checks=("approx.compiled-relu-network",),
 ))

@@ -375,7 +375,8 @@ register_figure(Figure(
              "Black diamonds: each row's d → ∞ extrapolation a + b/d through the two d, ± 2 SE; "
              "check icl.05 pools the points and tests both rows are 1 within 5 % (quick; 2 % "
              "on the paper run), |gap| + t SE, and that the data reject the naive "
-             "alternative where it differs by ≥ 15 % (ReLU, sign)."),
+             "alternative (pretraining that sees only c₁z + N(0, ρ); not drawn) where it "
+             "differs by ≥ 15 % (ReLU, sign)."),
     draw=draw_equivalence, checks=("icl.05-nonlinearity-noise-equivalence",)))
 
 
@@ -477,7 +478,8 @@ register_figure(Figure(
     caption=("Simulations converge to the asymptotic theory with an O(1/d) bias: (a) the "
              "signed gap between the mean simulated ICL error and the ridge theory, times d, "
              "levels off at a constant (the simulation lies above the theory at every d); (b) "
-             "the gap's exponent from a fit weighted by each point's Monte Carlo SE, near −1 "
-             "(check icl.04 reads this run and tests the exponent with that SE). The other "
+             "the gap's exponent from a fit weighted by each point's Monte Carlo SE, with its SE "
+             "in the panel (check icl.04 reads this run and compares the exponent with −1, "
+             "within t × that SE). The other "
              "ICL figures show the same approach panel by panel."),
     draw=draw_finite_d, checks=("icl.04-simulation-approaches-theory",)))
