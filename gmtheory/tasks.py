@@ -144,7 +144,7 @@ def mqar_vocab(n_keys: int) -> int:
     return 1 + 2 * n_keys
 
 
-def mqar(key, n: int, seq_len: int, n_pairs: int, n_keys: int = 32,
+def mqar(key, n: int, seq_len: int, n_pairs: int, n_keys: int = 32, *,
          vocab: int | None = None) -> dict:
     """Multi-query associative recall.
 
