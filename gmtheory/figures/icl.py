@@ -13,13 +13,6 @@ from ._base import Figure, register_figure
 _MARKERS = ("s", "^", "o", "D")
 
 
-#: why no check reads the runs of icl-alpha and icl-double-descent (Figure.run_unchecked)
-_ICL_RUN_OPEN = ("open (issue 41): simulations against the ridge theory at two d; deciding "
-                 "their d -> inf agreement needs a finite-size bias model with power at these "
-                 "d (icl.04 tests the O(1/d) law on the icl-finite-d run, icl.05 and icl.10 "
-                 "the d -> inf limit on the icl-equivalence run)")
-
-
 def _d_colours(n):
     """Sequential colours, light (small d) to dark (the largest d)."""
     cmap = plt.get_cmap("plasma")
@@ -116,12 +109,14 @@ register_figure(Figure(
              "ridge (solid) caps the peak. Points: simulations (exact test error of the fitted "
              "Γ) at two d (quick profile: d = 16 and 32; the paper profile adds d = 64). "
              "Bottom row: simulation / theory, the theory taken at the "
-             "simulated sizes; the excess shrinks with d (mean |relative gap| 0.21 → 0.08 from "
+             "simulated sizes; the excess shrinks with d (mean |relative gap| 0.195 → 0.074 from "
              "d = 16 to 32, summary) and is largest just above τ = 1, where the finite-d peak "
-             "(n = d(d+1), τ = 1 + 1/d) lies."),
-    draw=draw_double_descent,
-    theory_checks=("icl.02-consistency-limits",),
-    run_unchecked=_ICL_RUN_OPEN))
+             "(n = d(d+1), τ = 1 + 1/d) lies. Check icl.13 extrapolates each point's excess "
+             "out by a + b/d and decides that the d → ∞ limit equals the theory within 5 % "
+             "(the points next to τ = 1, where that extrapolation is not accurate enough, "
+             "left out by the theory alone)."),
+    draw=draw_double_descent, checks=("icl.13-double-descent-limit",),
+    theory_checks=("icl.02-consistency-limits",)))
 
 
 def draw_alpha(a, meta):
@@ -152,8 +147,10 @@ register_figure(Figure(
              "simulations at two d (quick profile: d = 16 and 32; the paper profile adds "
              "d = 64). Bottom row: simulation / theory (theory at the "
              "simulated sizes); the finite-d excess halves from d = 16 to d = 32 (mean "
-             "|relative gap| 0.18 → 0.08, summary)."),
-    draw=draw_alpha, run_unchecked=_ICL_RUN_OPEN))
+             "|relative gap| 0.186 → 0.086, summary); check icl.14 extrapolates each point's "
+             "excess out by a + b/d and decides that the d → ∞ limit equals the theory "
+             "within 5 % (the shortest context, α = 1/4, left out: ℓ = 4 at d = 16)."),
+    draw=draw_alpha, checks=("icl.14-alpha-limit",)))
 
 
 def _authors_panel(ax, bx, a):

@@ -302,12 +302,13 @@ register_figure(Figure(
              "no bias path and b* = log 1.5 ≠ 0, so it stays at its optimum gap (dashed) at "
              "every L. Right: the same heads on fresh L-token prompts, which adds the "
              "finite-prompt noise; error bars: ±2 SE of the mean over "
-             "each seed's evaluation prompts."),
+             "each seed's evaluation prompts. Check lda.25 reads this run: no head lies "
+             "below R* (on fresh prompts within t SE), the linear head never below its "
+             "optimum gap, and the softmax excess falls with L (each seed's slope) to below "
+             "that gap at the largest L."),
     draw=draw_finite_prompt,
+    checks=("lda.25-finite-prompt-bounds",),
     theory_checks=("lda.07-effective-predictor", "lda.09-bayes-parameters"),
-    run_unchecked=("open (issue 41): the trained heads' claims (the softmax excess falls "
-                   "with L, linear attention stays at its optimum gap) are not yet read by a "
-                   "check; lda.07 and lda.09 test the infinite-prompt theory it draws"),
 ))
 
 
@@ -357,13 +358,13 @@ register_figure(Figure(
              "best linear attention (no bias path), whose gap grows with the class imbalance "
              "|b*|, is largest for weakly separated classes, and vanishes at π₊ = 1/2 (b* = 0) "
              "to quadrature accuracy. Every cell is annotated; colours are clipped below at "
-             "1e-9, the quadrature round-off of two risks that agree. `gmtheory run lda-sweep "
-             "--set pi_pos=…,separation=…,d=…` changes the grid."),
+             "1e-9, the quadrature round-off of two risks that agree. Check lda.24 reads "
+             "this run: the linear gap is 0 at π₊ = 1/2 to 1e-8, positive elsewhere and "
+             "rising with π₊ in every row, and no softmax cell lies below R*. `gmtheory run "
+             "lda-sweep --set pi_pos=…,separation=…,d=…` changes the grid."),
     draw=draw_sweep,
+    checks=("lda.24-sweep-bayes-bounds",),
     theory_checks=("lda.09-bayes-parameters",),
-    run_unchecked=("open (issue 41): an exploration beyond the paper; the trained excess "
-                   "and the linear gap over the grid are not yet read by a check (lda.09 "
-                   "tests the Bayes parameters and gap it draws, at C1)"),
 ))
 
 __all__ = ["draw_fig1", "draw_finite_prompt", "draw_sweep"]

@@ -158,24 +158,26 @@ def _train_seeds(key, kind, L, cfg):
     return res.params, res.loss.T
 
 
+#: fresh queries per evaluation prompt
+EVAL_QUERIES = 32
+
+
 @partial(jax.jit, static_argnames=("L", "n_prompts", "d"))
 def _evaluate_kinds(params, oracle, key, L, n_prompts, d, gamma, xi):
-    """Excess and MSE of ``params`` read as either kind, and the Prop. 4.4 excess: one
-    compiled program per ``L`` serves both kinds (the oracle ``f*`` dominates its size)."""
-    toks, zq, xq, fstar, _, _ = sample_prompts(key, n_prompts, L, 32, d, gamma, xi)
+    """Per prompt (the mean over its queries): the excess and MSE of ``params`` read as
+    either kind, the Prop. 4.4 excess on the same prompts and queries, and each prompt's
+    task; one compiled program per ``L`` serves both kinds (the oracle ``f*`` dominates
+    its size)."""
+    toks, zq, xq, fstar, means, pis = sample_prompts(key, n_prompts, L, EVAL_QUERIES, d,
+                                                     gamma, xi)
 
     def err(p, k, target):
-        return jnp.mean(jnp.sum((model_apply(p, toks, zq, k) - target) ** 2, -1))
+        return jnp.mean(jnp.sum((model_apply(p, toks, zq, k) - target) ** 2, -1), -1)
 
     out = {kind: (jax.vmap(lambda p, kind=kind: err(p, kind, fstar))(params),
                   jax.vmap(lambda p, kind=kind: err(p, kind, xq))(params))
            for kind in ("softmax", "linear")}
-    return out, err(oracle, "softmax", fstar)
-
-
-def _evaluate(params, oracle, key, kind, L, n_prompts, d, gamma, xi):
-    out, prop44 = _evaluate_kinds(params, oracle, key, L, n_prompts, d, gamma, xi)
-    return out[kind][0], out[kind][1], prop44
+    return out, err(oracle, "softmax", fstar), means, pis
 
 
 def _run_point(cfg, point, key):
@@ -185,10 +187,13 @@ def _run_point(cfg, point, key):
     P = D.residual_icl_parameters(cfg.gamma, cfg.xi, cfg.d)
     oracle = {"U": jnp.stack([P["U1"], P["U2"]]), "V": jnp.stack([P["V1"], P["V2"]]),
               "W": P["W_out"]}
-    excess, mse, prop44 = _evaluate(params, oracle, k_eval, kind, L, cfg.eval_prompts, cfg.d,
-                                    cfg.gamma, cfg.xi)
-    return {"excess": excess, "mse": mse, "prop44_excess": prop44, "U": params["U"],
-            "V": params["V"], "W": params["W"], "loss_hist": hist}
+    out, prop44, means, pis = _evaluate_kinds(params, oracle, k_eval, L, cfg.eval_prompts,
+                                              cfg.d, cfg.gamma, cfg.xi)
+    excess, mse = out[kind]                                   # (seeds, prompts)
+    return {"excess": jnp.mean(excess, -1), "mse": jnp.mean(mse, -1),
+            "prop44_excess": jnp.mean(prop44), "excess_prompts": excess,
+            "prop44_prompts": prop44, "task_means": means, "task_pi": pis,
+            "U": params["U"], "V": params["V"], "W": params["W"], "loss_hist": hist}
 
 
 def mean_linear_gap(cfg, n_tasks: int = 16) -> float:
@@ -219,6 +224,11 @@ def _assemble(cfg, points, results):
         rs = [r for p, r in zip(points, results, strict=True) if p["kind"] == kind]
         out[f"{kind}/excess"] = np.stack([r["excess"] for r in rs])  # (nL, seeds)
         out[f"{kind}/mse"] = np.stack([r["mse"] for r in rs])
+        # per evaluation prompt, for the checks' paired comparisons (denoising.36):
+        # excess (nL, seeds, prompts), the Prop. 4.4 excess on the same prompts
+        # (nL, prompts), and each prompt's task (means (nL, prompts, 2, d), pi_1)
+        for k in ("excess_prompts", "prop44_prompts", "task_means", "task_pi"):
+            out[f"{kind}/{k}"] = np.stack([r[k] for r in rs])
         if kind == "softmax":
             out["prop44_excess"] = np.array([float(r["prop44_excess"]) for r in rs])
             # effective inverse temperature: trace(U_h)/d of the head with the larger |trace|

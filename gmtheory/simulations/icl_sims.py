@@ -151,7 +151,7 @@ class DoubleDescentConfig(SimConfig):
     rho: float = 0.1
     lams: tuple[float, ...] = (1e-4, 1e-2, 1e-1)
     taus: tuple[float, ...] = (0.25, 0.5, 0.8, 1.25, 2.0, 4.0)
-    trials: int = 4
+    trials: int = 6
 
 
 def _dd_abc(cfg):
@@ -217,7 +217,7 @@ class AlphaConfig(SimConfig):
     rho: float = 0.1
     lam: float = 1e-4
     alphas: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
-    trials: int = 4
+    trials: int = 6
 
 
 def _alpha_abc(cfg):

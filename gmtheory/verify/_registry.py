@@ -228,8 +228,10 @@ def _load_all():
         icl_equivalence_checks,
         icl_nonlinear_checks,
         icl_softmax_checks,
+        icl_sweep_checks,
         lda_checks,
         lda_landscape_checks,
+        lda_trained_checks,
         lda_trajectory_checks,
         operator_checks,
     )
