@@ -39,7 +39,7 @@ class EquivalenceConfig(SimConfig):
     lam: float = 1e-3
     taus: tuple[float, ...] = (0.5, 2.0, 4.0)
     fs: tuple[str, ...] = ("relu", "sign", "tanh", "erf")
-    trials: int = 6
+    trials: int = 8
     lams: tuple[float, ...] = (0.01, 0.1, 1.0)    # the ridge sweep (c1^2 rescaling of lambda)
     lam_tau: float = 1.25                         # ... at one tau near the peak at tau = 1
     lam_fs: tuple[str, ...] = ("relu", "tanh")    # ... for these targets, at every d

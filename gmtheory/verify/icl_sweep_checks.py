@@ -88,10 +88,12 @@ def _ridge_limit(cid, cfg, a, points, what):
     "own run (d = 16 and 32, 6 trials), each point's O(1/d) bias extrapolated out by a + b/d "
     "and the points pooled: equal within 5 % (|gap| + t SE), decided with power; the points "
     "next to the pole at tau = 1, where the extrapolation's O(1/d^2) remainder could exceed "
-    "a quarter of the tolerance, are left out by the theory's log-sensitivity alone.",
+    "a quarter of the tolerance (a model of it from the theory's log-sensitivity and the "
+    "sizes' granularity, not from the data), are left out.",
     "docs/topics/icl.md#asymptotic-theory",
     experiment="icl-double-descent",
-    paper="d = 16, 32 and 64, 11 tau from 0.2 to 5, 8 trials; equal within 2 % (the "
+    paper="d = 16, 32 and 64, 11 tau from 0.2 to 5 (0.8 to 1.25 left out at lambda = "
+    "1e-4 and 1e-2), 8 trials; equal within 2 % (the "
     "resolution a drawn value must have), 7 dof.",
 )
 def check_double_descent_limit():
@@ -108,10 +110,13 @@ def check_double_descent_limit():
     "in alpha) and a fresh task per prompt (kappa = inf; tau = 3, rho = 0.1, lambda = "
     "1e-4): the icl-alpha figure's own run (d = 16 and 32, 6 trials), each point's O(1/d) "
     "bias extrapolated out by a + b/d and the points pooled: equal within 5 % (|gap| + "
-    "t SE), decided with power.",
+    "t SE), decided with power; the shortest contexts (alpha = 1/4: l = 4 at d = 16), where "
+    "the extrapolation's remainder could exceed a quarter of the tolerance, are left out "
+    "by icl.13's rule.",
     "docs/topics/icl.md#asymptotic-theory",
     experiment="icl-alpha",
-    paper="d = 16, 32 and 64, 15 alpha from 0.125 to 48, 8 trials; equal within 2 % (the "
+    paper="d = 16, 32 and 64, 15 alpha from 0.125 to 48 (0.125 and 0.25 left out), 8 "
+    "trials; equal within 2 % (the "
     "resolution a drawn value must have), 7 dof.",
 )
 def check_alpha_limit():

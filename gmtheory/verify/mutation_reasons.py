@@ -150,6 +150,7 @@ FLIP_REASONS: dict[str, str] = {
                                 "which the bound allows); no theory value says where a head "
                                 "trained on finite prompts lands"),
     "lda.krylov_basis": "-B is an orthonormal basis of the same Krylov space",
+    "icl.sample_pool": _RANDOM + " (Gaussian task pool)",
     "icl_softmax.sample_prompts": _RANDOM + " (Gaussian prompts and tasks)",
     "gma.init": _RANDOM + " (a random initialisation)",
     "icl_softmax.softmax_limit_matrices": ("on icl.09's zero-mean task mixture the limit "
