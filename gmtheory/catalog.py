@@ -364,7 +364,7 @@ RESULTS: tuple[Result, ...] = (
            _f("gmtheory.icl.e_icl_ridgeless", "gmtheory.icl.e_idg_ridgeless",
               "gmtheory.icl.g_task_ridgeless"),
            _f("icl.02-consistency-limits", "icl.07-authors-quick-figure",
-              "icl.07-authors-quick-figure-paper"),
+              "icl.07-authors-quick-figure-paper", "icl.15-gtask-readings"),
            _f("icl-double-descent", "icl-alpha", "icl-gtask", "icl-authors",
               note="ridge pretraining simulations; the authors' protocol beside their data"),
            ("icl-double-descent", "icl-alpha", "icl-gtask", "icl-authors")),

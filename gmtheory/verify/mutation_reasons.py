@@ -86,8 +86,10 @@ UNCHECKED: dict[str, str] = {
                                   "side; the equivalence's own theory, "
                                   "hermite.equivalence_error, is caught"),
     "icl.g_task_ridgeless": ("reported beside icl.07's comparison (the finite-d points sit "
-                             "O(1/d) above it, so it is not compared there) and entering "
-                             "icl.08 only through gaps near kappa's transition; open (issue "
+                             "O(1/d) above it, so it is not compared there), entering "
+                             "icl.08 only through gaps near kappa's transition, and read by "
+                             "icl.15 for the icl-gtask figure's readings only (the finite-d "
+                             "excess shrinks with d: a scale error keeps that); open (issue "
                              "41): a d -> inf fit of simulations against it cannot resolve "
                              "2 % at d <= 64 (measured on the icl-authors runs: 12-24 % above "
                              "it at d = 32 and 0.4-13 % at d = 64, with an O(1/d^2) term that "
@@ -116,6 +118,9 @@ UNCHECKED: dict[str, str] = {
                                     "open"),
     "icl.pretrain": _ICL_RUNS.format("icl.06 extrapolates 16 trials at d = 12 and 24 to "
                                      "d -> inf with SEs of 2-9 %"),
+    "icl.ridge_cg": _ICL_RUNS.format("the pretraining checks icl.04-06, icl.08 and icl.13-15 "
+                                     "compare extrapolated Monte Carlo errors with SEs of "
+                                     "2-9 %"),
     "icl.ridge_solve": _ICL_RUNS.format("the pretraining checks icl.04-06 compare "
                                         "extrapolated Monte Carlo errors with SEs of 2-9 %, "
                                         "and icl.07 the authors' 20-trial data to half the "
@@ -157,8 +162,5 @@ FLIP_REASONS: dict[str, str] = {
                                            "V Gamma U z is invariant under (U, V) -> -(U, V)"),
     "icl.pretrain": ("icl.06, its only check, tests a Gamma ~ 0 (c1 = 0: nothing learnable), "
                      "which a sign flip keeps; a 10 % scale error is caught"),
-    "icl.g_task_ridgeless": ("open: the ridgeless theory is reported beside icl.07's "
-                             "comparison (a NaN fails it) and enters icl.08 only through "
-                             "gaps near kappa's transition; issue 41 lists it"),
 }
 FLIP_SURVIVES: frozenset[str] = frozenset(FLIP_REASONS)
