@@ -19,14 +19,20 @@ import os as _os
 
 
 def use_fast_compile_flags() -> None:
-    """Compile with XLA's backend optimisation level 0 unless told otherwise.
+    """Compile with XLA's backend optimisation level 0 and XLA:CPU's legacy elemental
+    emitters unless told otherwise.
 
     A cold run of the checks and figures is mostly compilation, most of it of programs
-    that run for milliseconds.  Level 0 compiles them 30-50 % faster than level 1 on CPU;
-    the programs that run long ask for level 1 themselves (:mod:`gmtheory._xla`), so
-    they keep its speed (docs/performance.md#where-a-cold-runs-time-goes).
-    ``GMTHEORY_XLA_OPT_LEVEL=default`` (or any level) overrides it, and so does an
-    ``--xla_backend_optimization_level`` already in ``XLA_FLAGS``.
+    that run for milliseconds.  Level 0 compiles them 30-50 % faster than level 1 on CPU,
+    and the legacy emitters compile them 35-48 % faster than the MLIR fusion emitters
+    (docs/performance.md#where-a-cold-runs-time-goes).  Both run some long kernels
+    slower, so the programs that run long ask for level 1 themselves, and a long softmax
+    for the fusion emitters too (:data:`gmtheory._xla.LONG_RUNNING`,
+    :data:`gmtheory._xla.LONG_FUSED`), and keep their speed.
+    ``GMTHEORY_XLA_OPT_LEVEL=default`` (or any level) overrides the level, and so does an
+    ``--xla_backend_optimization_level`` already in ``XLA_FLAGS``;
+    ``GMTHEORY_XLA_EMITTERS=fusion`` keeps the fusion emitters, and so does an
+    ``--xla_cpu_use_fusion_emitters`` already in ``XLA_FLAGS``.
 
     ``import gmtheory`` changes no process-wide setting: the ``gmtheory`` command and the
     test suite call this, and a library user may (before the first JAX computation, when
@@ -34,8 +40,14 @@ def use_fast_compile_flags() -> None:
     level = _os.environ.get("GMTHEORY_XLA_OPT_LEVEL", "0")
     flags = _os.environ.get("XLA_FLAGS", "")
     if level != "default" and "xla_backend_optimization_level" not in flags:
-        _os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_optimization_level={level}".strip()
-
+        flags = f"{flags} --xla_backend_optimization_level={level}".strip()
+    emitters = _os.environ.get("GMTHEORY_XLA_EMITTERS", "legacy")
+    if emitters not in ("legacy", "fusion"):
+        raise ValueError(f"GMTHEORY_XLA_EMITTERS: 'legacy' or 'fusion', got {emitters!r}.")
+    if emitters == "legacy" and "xla_cpu_use_fusion_emitters" not in flags:
+        flags = f"{flags} --xla_cpu_use_fusion_emitters=false".strip()
+    if flags or "XLA_FLAGS" in _os.environ:
+        _os.environ["XLA_FLAGS"] = flags
 
 import jax
 

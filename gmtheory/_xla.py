@@ -13,25 +13,37 @@ the sampling and attention of prompts with at least :data:`LONG_RUN_TOKENS` toke
 one call, and the Monte Carlo evaluations over many prompts (icl.03, denoising.32, gma.01,
 icl-softmax's evaluation; docs/performance.md#where-a-cold-runs-time-goes).
 
-The level changes no formula, only the machine code.  Two levels may round a
-reduction in another order, so a run's numbers may differ at the level of float64
-round-off from those of the same run compiled at another level.
+The process also compiles with XLA:CPU's legacy elemental emitters rather than its MLIR
+fusion emitters (:func:`gmtheory.use_fast_compile_flags`): they compile 35-48 % faster
+and ran every long program measured as fast, except a softmax over many tokens, which
+asks for the fusion emitters too (``jit_long(..., fused=True)``: the online softmax over
+at least :data:`LONG_RUN_TOKENS` tokens and the benchmarked kernels).
+
+The level changes no formula, only the machine code.  Two levels (or emitters) may round
+a reduction in another order, so a run's numbers may differ at the level of float64
+round-off from those of the same run compiled otherwise.
 """
 
 from __future__ import annotations
 
 import jax
 
-__all__ = ["LONG_RUNNING", "LONG_RUN_STEPS", "LONG_RUN_TOKENS", "jit_long"]
+__all__ = ["LONG_RUNNING", "LONG_FUSED", "LONG_RUN_STEPS", "LONG_RUN_TOKENS", "jit_long"]
 
 #: ``compiler_options`` of a program that runs long enough to repay a slower compile
 LONG_RUNNING = {"xla_backend_optimization_level": 1}
+#: and of a long softmax over many tokens, which the process's legacy emitters run about
+#: 2.5x slower than XLA:CPU's MLIR fusion emitters (docs/performance.md); the other long
+#: programs measured (training blocks, ICL trials, Monte Carlo sums) ran as fast or
+#: faster with the legacy emitters, which compile faster
+LONG_FUSED = {**LONG_RUNNING, "xla_cpu_use_fusion_emitters": True}
 #: a training run of at least this many steps compiles its blocks with LONG_RUNNING
 LONG_RUN_STEPS = 100
 #: sampling or attention over at least this many prompt tokens in one call does too
 LONG_RUN_TOKENS = 1 << 20
 
 
-def jit_long(fun, **jit_kwargs):
-    """``jax.jit(fun, **jit_kwargs)`` compiled with :data:`LONG_RUNNING`."""
-    return jax.jit(fun, compiler_options=LONG_RUNNING, **jit_kwargs)
+def jit_long(fun, *, fused: bool = False, **jit_kwargs):
+    """``jax.jit(fun, **jit_kwargs)`` compiled with :data:`LONG_RUNNING`, or with
+    :data:`LONG_FUSED` if ``fused`` (a softmax over many tokens; a benchmarked kernel)."""
+    return jax.jit(fun, compiler_options=LONG_FUSED if fused else LONG_RUNNING, **jit_kwargs)

@@ -275,7 +275,8 @@ def online_softmax(tokens, u, V, *, chunk: int, with_se: bool = False):
 _online_softmax_impl = online_softmax
 online_softmax = jax.jit(_online_softmax_impl, static_argnames=("chunk", "with_se"))
 # prompts of LONG_RUN_TOKENS tokens or more: compiled to run fast
-_online_softmax_long = jit_long(_online_softmax_impl, static_argnames=("chunk", "with_se"))
+_online_softmax_long = jit_long(_online_softmax_impl, fused=True,
+                                static_argnames=("chunk", "with_se"))
 
 
 def _prep_prompt(tokens, U, V, z):

@@ -32,8 +32,8 @@ _HIT = "/jax/compilation_cache/cache_hits"
 class CompileStats:
     """Compilations seen in a block: ``programs`` backend compilations (a persistent-cache
     hit is not one), their ``compile_seconds``, ``trace_seconds`` and ``lower_seconds``
-    (tracing and lowering happen for cache hits too), ``cache_hits`` and the number of
-    backend compilations per function name."""
+    (tracing and lowering happen for cache hits too), ``cache_hits``, and per function
+    name the number of backend compilations and their seconds."""
 
     programs: int = 0
     compile_seconds: float = 0.0
@@ -41,6 +41,7 @@ class CompileStats:
     lower_seconds: float = 0.0
     cache_hits: int = 0
     by_function: Counter = field(default_factory=Counter)
+    seconds_by_function: Counter = field(default_factory=Counter)
 
     @property
     def overhead_seconds(self) -> float:
@@ -51,10 +52,15 @@ class CompileStats:
         """The ``n`` functions compiled most often."""
         return self.by_function.most_common(n)
 
+    def costliest(self, n: int = 5) -> list[tuple[str, float]]:
+        """The ``n`` functions whose backend compilations took longest, in seconds."""
+        return [(f, round(t, 3)) for f, t in self.seconds_by_function.most_common(n)]
+
     def as_dict(self) -> dict:
         return {"programs": self.programs, "compile_s": round(self.compile_seconds, 3),
                 "trace_s": round(self.trace_seconds, 3), "lower_s": round(self.lower_seconds, 3),
-                "cache_hits": self.cache_hits, "top": self.top()}
+                "cache_hits": self.cache_hits, "top": self.top(),
+                "costliest": self.costliest()}
 
 
 _active: list[CompileStats] = []
@@ -70,7 +76,9 @@ def _on_duration(event: str, duration: float, **kw) -> None:
             if event == _BACKEND:
                 st.programs += 1
                 st.compile_seconds += duration
-                st.by_function[str(kw.get("fun_name", "?"))] += 1
+                name = str(kw.get("fun_name", "?"))
+                st.by_function[name] += 1
+                st.seconds_by_function[name] += duration
             elif event == _TRACE:
                 st.trace_seconds += duration
             elif event == _LOWER:

@@ -681,15 +681,17 @@ def _profile_table(prof: dict, rows: int = 12) -> str:
            f"{prof['programs']} XLA programs compiled, {prof['backend_compile_s']:.0f} s of "
            f"backend compilation (tracing and lowering not included). The {rows} slowest "
            "steps:", "",
-           "| step | s | programs | backend compile s | most compiled |", "|---|---|---|---|---|"]
+           "| step | s | programs | backend compile s | most compiled | costliest to compile |",
+           "|---|---|---|---|---|---|"]
     for kind, k, v in items[:rows]:
         top = ", ".join(f"`{f}` x{c}" for f, c in v["top"][:2])
+        cost = ", ".join(f"`{f}` {t:.1f} s" for f, t in v.get("costliest", [])[:2])
         out.append(f"| {kind} `{k}` | {v['s']:.1f} | {v['programs']} | {v['compile_s']:.1f} "
-                   f"| {top} |")
+                   f"| {top} | {cost or 'not recorded'} |")
     rest = items[rows:]
     out.append(f"| {len(rest)} others | {sum(v['s'] for *_, v in rest):.1f} | "
                f"{sum(v['programs'] for *_, v in rest)} | "
-               f"{sum(v['compile_s'] for *_, v in rest):.1f} | |")
+               f"{sum(v['compile_s'] for *_, v in rest):.1f} | | |")
     assert n_c == prof["programs"]
     return "\n".join(out) + "\n"
 

@@ -2,15 +2,15 @@ import os
 
 # Compile for speed in the test processes (the xdist workers, and the subprocesses they
 # start, inherit this): XLA:CPU's legacy elemental emitters instead of its MLIR fusion
-# emitters.  Most of the suite's time is compilation; with them, programs compiled 35-48 %
-# faster and the cold suite took 248-323 s instead of 361 s, every check still passing.  They
-# run some long kernels slower (online_softmax on 2e5 tokens: 0.79 s against 0.39 s), so
-# the library's default, which `make reproduce` and `gmtheory verify` use, keeps the fusion
-# emitters, and every check runs under both (docs/performance.md#where-a-cold-runs-time-goes,
-# "The test suite").  And each program's LLVM module in one piece: a worker has one core
-# (below), so splitting it for parallel code generation only adds work (three compile-bound
-# checks on one core: 24.7-26.3 CPU-s against 26.7-30.0).  GMTHEORY_TEST_XLA=default tests
-# with the library's flags instead.
+# emitters, as the gmtheory command now does too (gmtheory.use_fast_compile_flags; a long
+# softmax asks for the fusion emitters itself, gmtheory._xla.LONG_FUSED).  Most of the
+# suite's time is compilation; with them, programs compiled 35-48 % faster and the cold
+# suite took 248-323 s instead of 361 s, every check still passing
+# (docs/performance.md#where-a-cold-runs-time-goes, "The test suite").  And each program's
+# LLVM module in one piece: a worker has one core (below), so splitting it for parallel
+# code generation only adds work (three compile-bound checks on one core: 24.7-26.3 CPU-s
+# against 26.7-30.0).  GMTHEORY_TEST_XLA=default leaves both to the library (and
+# GMTHEORY_XLA_EMITTERS=fusion runs the fusion emitters everywhere).
 _TEST_FLAGS = {"xla_cpu_use_fusion_emitters": "false", "xla_cpu_parallel_codegen_split_count": "1"}
 if os.environ.get("GMTHEORY_TEST_XLA") != "default":
     for _flag, _value in _TEST_FLAGS.items():

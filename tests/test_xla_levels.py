@@ -24,18 +24,37 @@ def _spy(monkeypatch, module, name, picked):
     monkeypatch.setattr(module, name, stop)
 
 
-def test_fast_compile_flags_set_level_0_unless_told(monkeypatch):
+def test_fast_compile_flags_set_level_0_and_legacy_emitters_unless_told(monkeypatch):
     monkeypatch.delenv("GMTHEORY_XLA_OPT_LEVEL", raising=False)
-    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
-    gmtheory.use_fast_compile_flags()
-    assert "--xla_backend_optimization_level=0" in gmtheory._os.environ["XLA_FLAGS"]
+    monkeypatch.delenv("GMTHEORY_XLA_EMITTERS", raising=False)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
+    gmtheory.use_fast_compile_flags()                      # an emitter choice already set stays
+    assert gmtheory._os.environ["XLA_FLAGS"] == ("--xla_cpu_use_fusion_emitters=true "
+                                                 "--xla_backend_optimization_level=0")
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
     gmtheory.use_fast_compile_flags()                      # a level already set stays
-    assert gmtheory._os.environ["XLA_FLAGS"] == "--xla_backend_optimization_level=2"
+    assert gmtheory._os.environ["XLA_FLAGS"] == ("--xla_backend_optimization_level=2 "
+                                                 "--xla_cpu_use_fusion_emitters=false")
     monkeypatch.setenv("XLA_FLAGS", "")
     monkeypatch.setenv("GMTHEORY_XLA_OPT_LEVEL", "default")
+    monkeypatch.setenv("GMTHEORY_XLA_EMITTERS", "fusion")
     gmtheory.use_fast_compile_flags()
     assert gmtheory._os.environ["XLA_FLAGS"] == ""
+    monkeypatch.setenv("GMTHEORY_XLA_EMITTERS", "fast")
+    with pytest.raises(ValueError, match="GMTHEORY_XLA_EMITTERS"):
+        gmtheory.use_fast_compile_flags()
+
+
+def test_a_long_softmax_asks_for_the_fusion_emitters():
+    # a long softmax runs ~2.5x slower with the legacy emitters (docs/performance.md)
+    assert _xla.LONG_FUSED["xla_cpu_use_fusion_emitters"] is True
+    def g(x):
+        return jax.nn.softmax(x) @ x
+
+    x = jnp.linspace(0.0, 1.0, 8)
+    for fused in (False, True):
+        np.testing.assert_allclose(np.asarray(_xla.jit_long(g, fused=fused)(x)),
+                                   np.asarray(jax.jit(g)(x)), rtol=1e-12)
 
 
 def test_training_blocks_of_long_runs_compile_at_level_1(monkeypatch):

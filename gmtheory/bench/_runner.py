@@ -57,7 +57,7 @@ def _bar(name: str, progress: bool, **kw):
 
 def _compiled(fn, *args):
     """AOT-compiled ``fn`` and its compiled temporary memory (bytes; NaN if unknown)."""
-    c = jit_long(fn).lower(*args).compile()
+    c = jit_long(fn, fused=True).lower(*args).compile()
     return c, _temp_bytes(c)
 
 

@@ -107,7 +107,7 @@ def bench_operator(*, quick: bool = False, repeats: int = 5, dtype=jnp.float32,
     N = int(round((flops / 2.0) ** (1.0 / 3.0)))
     A = jax.random.normal(k1, (N, N), dtype)
     B = jax.random.normal(k2, (N, N), dtype)
-    mm = jit_long(jnp.matmul)
+    mm = jit_long(jnp.matmul, fused=True)
     t_mm = time_fn(mm, A, B, repeats=repeats) * flops / (2.0 * N**3)
     bar.update()
     res["finite_prompt"] = {

@@ -71,7 +71,7 @@ def _simulated_everywhere(cfg, taus):
                      for t in taus])
 
 
-def _pooled_equivalence(ds, keep, mean, se, tol, t, what, name):
+def pooled_equivalence(ds, keep, mean, se, tol, t, what, name):
     """Every kept point's d -> inf limit of ``mean`` (its relative gap, shape (d, ...))
     pooled by inverse variance, in the equivalence form; and the limits, for the screen."""
     lim, lim_se = extrapolate_inverse_each(ds, mean, se, keep=keep)
@@ -84,7 +84,7 @@ def _pooled_equivalence(ds, keep, mean, se, tol, t, what, name):
         t=t, scale=1.0, name=name)
 
 
-def _screen(lim, lim_se, keep, t, what):
+def screen_points(lim, lim_se, keep, t, what):
     """No single point off by many SEs (a screen beside the pooled equality, which decides
     the claim): the largest |d -> inf gap| / SE under the Bonferroni t of all points."""
     return upper_bound(largest(np.abs(lim[keep]) / lim_se[keep]), t,
@@ -130,11 +130,11 @@ def check_equivalence():
     # two screens over every point
     t = bonferroni_t(3, trials - 1, 0.05)
     t_pt = bonferroni_t(2 * int(keep.sum()), trials - 1, 0.05)
-    r, rse, rp, rpse, same = _pooled_equivalence(
+    r, rse, rp, rpse, same = pooled_equivalence(
         ds, keep, np.asarray(a["ratio_mean"]) - 1, np.asarray(a["ratio_se"]), tol, t,
         "paired ratio nonlinear / equivalent-linear (same pools, same queries) minus 1",
         "|pooled ratio - 1|(d -> inf) + t SE")
-    g, gse, gp, gpse, theory = _pooled_equivalence(
+    g, gse, gp, gpse, theory = pooled_equivalence(
         ds, keep, sim / th - 1, sim_se / th, tol, t,
         "nonlinear simulation / the equivalence's theory (at the simulated sizes) minus 1",
         "|pooled sim / theory - 1|(d -> inf) + t SE")
@@ -158,8 +158,8 @@ def check_equivalence():
                     "theory's side of the alternative: the mean d -> inf gap sign x (sim / "
                     "alternative - 1) minus t x its SE is positive",
                     name="mean (sim / alternative - 1)(d -> inf) - t SE"),
-        _screen(r, rse, keep, t_pt, "ratio - 1"),
-        _screen(g, gse, keep, t_pt, "sim / theory - 1"),
+        screen_points(r, rse, keep, t_pt, "ratio - 1"),
+        screen_points(g, gse, keep, t_pt, "sim / theory - 1"),
         details=det)
 
 
@@ -194,7 +194,7 @@ def check_ridge_rescaling():
     sim, sim_se = np.asarray(a["lam_sim_mean"]), np.asarray(a["lam_sim_se"])
     t = bonferroni_t(2, trials - 1, 0.05)
     t_pt = bonferroni_t(int(keep.sum()), trials - 1, 0.05)
-    g, gse, gp, gpse, theory = _pooled_equivalence(
+    g, gse, gp, gpse, theory = pooled_equivalence(
         ds, keep, sim / th[True] - 1, sim_se / th[True], tol, t,
         "nonlinear simulation / c1^2 e_ridge(rho', lambda / c1^2) (at the simulated sizes) "
         "minus 1", "|pooled sim / theory - 1|(d -> inf) + t SE")
@@ -217,5 +217,5 @@ def check_ridge_rescaling():
                     "rescaled theory's side: the mean d -> inf gap sign x (sim / unrescaled - "
                     "1) minus t x its SE is positive",
                     name="mean (sim / unrescaled - 1)(d -> inf) - t SE"),
-        _screen(g, gse, keep, t_pt, "sim / theory - 1"),
+        screen_points(g, gse, keep, t_pt, "sim / theory - 1"),
         details=det)

@@ -19,7 +19,7 @@ from ._registry import (
     lower_bound,
     register_check,
 )
-from .icl_equivalence_checks import EQUIVALENCE_TOL, _pooled_equivalence, _screen
+from .icl_equivalence_checks import EQUIVALENCE_TOL, pooled_equivalence, screen_points
 
 # Which points the pooled test uses is fixed from the theory and the design, not from the
 # data.  The d -> inf theory describes l = alpha d, k = kappa d and n = tau d^2 growing in
@@ -77,7 +77,7 @@ def _ridge_limit(cfg, a, points, what):
     sim, sim_se = np.asarray(a["sim_mean"]), np.asarray(a["sim_se"])
     t = bonferroni_t(1, trials - 1, 0.05)
     t_pt = bonferroni_t(int(keep.sum()), trials - 1, 0.05)
-    g, gse, gp, gpse, same = _pooled_equivalence(
+    g, gse, gp, gpse, same = pooled_equivalence(
         ds, keep, sim / th - 1, sim_se / th, tol, t,
         f"{what}: simulation / ridge theory (at the simulated sizes) minus 1",
         "|pooled sim / theory - 1|(d -> inf) + t SE")
@@ -86,7 +86,7 @@ def _ridge_limit(cfg, a, points, what):
            "in_test": keep.tolist(), "simulated_everywhere": design.tolist(),
            "sim_over_theory_minus_1_d_inf": g.tolist(), "its_se": gse.tolist(),
            "pooled": gp, "pooled_se": gpse}
-    return Outcome(same, _screen(g, gse, keep, t_pt, "sim / theory - 1"), details=det)
+    return Outcome(same, screen_points(g, gse, keep, t_pt, "sim / theory - 1"), details=det)
 
 
 @register_check(
