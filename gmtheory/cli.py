@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -322,7 +323,10 @@ def _start_checks(args, out: Path):
     deriv = None if args.checks else str(out / "derivations")
     code = ("from gmtheory.cli import _checks_then_simulations as f; "
             f"raise SystemExit(f({argv!r}, {sims!r}, {str(args.results)!r}, {deriv!r}))")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT)
+    cpus = getattr(args, "child_cpus", None)
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None   # noqa: E731
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT,
+                            preexec_fn=pin)
     proc.log = log
     return proc
 
@@ -579,10 +583,34 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _pin_reproduce(args) -> None:
+    """``reproduce`` runs the checks and the figures in two processes: each gets its own
+    half of this process's cores (``args.child_cpus`` for the checks' process), before JAX
+    sizes its thread pools.  Unpinned, each process's XLA threads spread over every core
+    and spin while the other's work runs (docs/performance.md#where-a-cold-runs-time-goes).
+    On one core each, splitting a program's LLVM module for parallel code generation only
+    adds work, so that is switched off too.  ``GMTHEORY_REPRODUCE_PIN=0`` leaves both
+    alone."""
+    args.child_cpus = None
+    if (args.command != "reproduce" or args.serial or not hasattr(os, "sched_setaffinity")
+            or os.environ.get("GMTHEORY_REPRODUCE_PIN", "1") == "0"):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return
+    half = len(cpus) // 2
+    os.sched_setaffinity(0, cpus[:half])
+    args.child_cpus = cpus[half:]
+    flags = os.environ.get("XLA_FLAGS", "")
+    if half == 1 and "xla_cpu_parallel_codegen_split_count" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_parallel_codegen_split_count=1".strip()
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     import gmtheory
 
+    _pin_reproduce(args)               # before JAX starts its CPU client
     gmtheory.use_fast_compile_flags()  # before the first JAX computation starts the backend
     _setup()
     if getattr(args, "no_progress", False):

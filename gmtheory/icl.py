@@ -204,10 +204,11 @@ def sample_statistics(key, W, ell, rho: float, *, f=None, scale=1.0):
     trial's program compiles in about 60 % of the time it took with
     ``jax.random.gamma`` and one draw per variable."""
     n, d = W.shape
-    kc, kn = jax.random.split(key)
+    kc, kn, kx = jax.random.split(key, 3)
     w2 = jnp.sum(W * W, 1)                                    # |w|^2
-    # every normal of a prompt from one draw (each random call compiles its own threefry)
-    N = jax.random.normal(kn, (n, 2 * d + 2 + (0 if f is None else 2 * ell)))
+    # the normals of a prompt in one draw (each random call compiles its own threefry),
+    # the same for every target, so that runs with one key and two targets are paired
+    N = jax.random.normal(kn, (n, 2 * d + 2))
     g, xq, e, eq = N[:, :d], N[:, d:2 * d] / jnp.sqrt(d), N[:, 2 * d], N[:, 2 * d + 1]
     if f is None:
         chi = variates.chi2(kc, jnp.stack([jnp.full((n,), ell), jnp.full((n,), ell - 1)]),
@@ -218,8 +219,9 @@ def sample_statistics(key, W, ell, rho: float, *, f=None, scale=1.0):
         a = (scale * A + B) / ell
         s2 = (scale * scale * A + 2 * scale * B + C) / ell
     else:
-        z = N[:, 2 * d + 2:2 * d + 2 + ell] * jnp.sqrt(w2 / d)[:, None]   # x_i^T w
-        y = f(z) + jnp.sqrt(rho) * N[:, 2 * d + 2 + ell:]
+        Z = jax.random.normal(kx, (2, n, ell))
+        z = Z[0] * jnp.sqrt(w2 / d)[:, None]                         # x_i^T w
+        y = f(z) + jnp.sqrt(rho) * Z[1]
         a = jnp.mean(y * z, 1)
         s2 = jnp.mean(y * y, 1)
     g = g - (jnp.sum(g * W, 1) / w2)[:, None] * W              # project out w
