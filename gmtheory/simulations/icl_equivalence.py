@@ -72,8 +72,10 @@ def _eq_point(cfg, p, key):
     lin = {"c1": c1, "m2": mom["m2"], "Ey2z2": 3 * c1**2 + mom["rho_eff"],
            "Ey3z": 3 * c1 * mom["m2"], "Ey4": 3 * mom["m2"] ** 2}
     lam = p.get("lam", cfg.lam)
-    # one padding for the main sweep and the ridge sweep: one program per d and target kind
-    pad = _pad(d, [(cfg.alpha, t, cfg.kappa) for t in (*cfg.taus, cfg.lam_tau)])
+    # one padding per power of two of the prompt count, for the main sweep and the ridge
+    # sweep alike: a few programs per d and target kind, no point padded 8x
+    pad = _pad(d, [(cfg.alpha, t, cfg.kappa) for t in (*cfg.taus, cfg.lam_tau)],
+               at=(cfg.alpha, p["tau"], cfg.kappa))
     nl = _trials(key, d, cfg.alpha, p["tau"], cfg.kappa, cfg.rho, lam, cfg.trials,
                  target=name, mom=mom, pad=pad)["e_icl"]
     # the equivalent linear target c1 z + N(0, rho_eff), sampled exactly (O(1) context)
