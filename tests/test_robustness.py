@@ -111,6 +111,32 @@ def test_live_claim_is_waited_for(tmp_path, monkeypatch):
         np.testing.assert_array_equal(a[k], b[k])
 
 
+def test_live_claim_without_waiting_raises_and_keeps_the_rest(tmp_path):
+    """wait=False (gmtheory reproduce's figure loop): the points this call can compute are
+    computed and cached, and a point another live process holds raises instead of a wait,
+    so the caller can draw another figure first."""
+    a, _, stem = run_simulation("prompt-convergence", overrides=_over(), results_dir=tmp_path,
+                                progress=False)
+    pdir = _point_dir(stem)
+    stem.with_suffix(".json").unlink()
+    for p in pdir.glob("point-000[12].*"):
+        p.unlink()
+    import socket
+
+    claim = pdir / "point-0002.claim"
+    claim.write_text(json.dumps({"pid": 1, "host": socket.gethostname(), "time": 9e18}))
+    with pytest.raises(sims.PointsHeldElsewhere, match="prompt-convergence"):
+        run_simulation("prompt-convergence", overrides=_over(), results_dir=tmp_path,
+                       progress=False, wait=False)
+    assert (pdir / "point-0001.json").exists() and claim.exists()   # computed; still held
+    claim.unlink()
+    b, _, _ = run_simulation("prompt-convergence", overrides=_over(), results_dir=tmp_path,
+                             progress=False, wait=False)
+    assert sims.last_run_stats()["computed"] == 1
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+
+
 def test_truncated_and_foreign_results_are_recomputed(tmp_path):
     a, _, stem = run_simulation("prompt-convergence", overrides=_over(), results_dir=tmp_path,
                                 progress=False)

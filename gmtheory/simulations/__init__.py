@@ -7,6 +7,7 @@ runs one.
 
 from ._base import (
     SIMULATIONS,
+    PointsHeldElsewhere,
     SimConfig,
     Simulation,
     assemble_grid,
@@ -50,4 +51,5 @@ def load_all() -> None:
 
 __all__ = ["SIMULATIONS", "SimConfig", "Simulation", "assemble_grid", "get_simulation", "grid",
            "load_all", "last_run_stats", "load_profile", "make_config", "parse_overrides",
-           "profile_path", "read_config_file", "register", "result_stem", "run_simulation"]
+           "profile_path", "read_config_file", "register", "result_stem", "run_simulation",
+           "PointsHeldElsewhere"]

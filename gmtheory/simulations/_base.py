@@ -54,7 +54,7 @@ else:  # pragma: no cover
 __all__ = ["Simulation", "SimConfig", "register", "get_simulation", "SIMULATIONS",
            "run_simulation", "result_stem", "parse_overrides", "make_config", "last_run_stats",
            "profiles_dir", "profile_path", "load_profile", "read_config_file", "grid",
-           "assemble_grid"]
+           "assemble_grid", "PointsHeldElsewhere"]
 
 SIMULATIONS: dict[str, Simulation] = {}
 #: quick: every simulation, for the tests and ``make reproduce``; paper: the papers' sizes
@@ -378,6 +378,12 @@ def result_stem(name: str, profile: str = "quick", overrides: dict | None = None
     return _stem_key(sim, make_config(sim, profile, overrides), profile, results_dir)[:2]
 
 
+class PointsHeldElsewhere(RuntimeError):
+    """:func:`run_simulation` with ``wait=False`` found points that another process is
+    computing, and nothing else left to do: the caller may do other work and call again
+    (the points this call computed are cached)."""
+
+
 def _stem_key(sim, cfg, profile, results_dir):
     env = environment_identity()
     data = sim.data(cfg) if sim.data is not None else None
@@ -396,6 +402,7 @@ def run_simulation(
     reuse_stale: bool = False,
     poll_seconds: float = 0.5,
     claim_stale_after: float = 6 * 3600.0,
+    wait: bool = True,
 ):
     """Run (or load from cache) a simulation; returns ``(arrays, meta, stem)``.
 
@@ -409,6 +416,8 @@ def run_simulation(
     process waits (polling every ``poll_seconds``) for the points that others hold, and a
     claim left by a crashed process is recovered (:func:`gmtheory.cache.try_claim`).
     ``last_run_stats()`` says how many points this call computed, reused and waited for.
+    With ``wait=False`` it raises :class:`PointsHeldElsewhere` instead of waiting for
+    them (``gmtheory reproduce`` then draws another figure first and comes back).
     """
     sim = get_simulation(name)
     cfg = make_config(sim, profile, overrides)
@@ -462,6 +471,10 @@ def run_simulation(
                 release_claim(claim)
             bar.update()
         if waiting:
+            if not wait:
+                bar.close()
+                raise PointsHeldElsewhere(f"{sim.name}: {len(waiting)} point(s) are being "
+                                          "computed by another process.")
             stats["waited"] += 1
             time.sleep(poll_seconds)
         pending = waiting
