@@ -328,11 +328,13 @@ def _checks_then_simulations(argv: list, sims: list, results: str,
         from .derivations import write_all
 
         print(f"wrote {write_all(derivations)}/", flush=True)
-    from .simulations import run_simulation
+    from .simulations import PointsHeldElsewhere, run_simulation
 
     for name in sims:
-        try:
-            run_simulation(name, "quick", results_dir=results, progress=False)
+        try:   # what the figures' process holds is left to it: no waiting here either
+            run_simulation(name, "quick", results_dir=results, progress=False, wait=False)
+        except PointsHeldElsewhere:
+            continue
         except Exception as e:  # noqa: BLE001 (the figure process recomputes and raises)
             print(f"precompute {name}: {type(e).__name__}: {e}", flush=True)
     return rc

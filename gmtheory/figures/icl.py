@@ -109,7 +109,7 @@ register_figure(Figure(
              "ridge (solid) caps the peak. Points: simulations (exact test error of the fitted "
              "Γ) at two d (quick profile: d = 16 and 32; the paper profile adds d = 64). "
              "Bottom row: simulation / theory, the theory taken at the "
-             "simulated sizes; the excess shrinks with d (mean |relative gap| 0.195 → 0.074 from "
+             "simulated sizes; the excess shrinks with d (mean |relative gap| 0.198 → 0.076 from "
              "d = 16 to 32, summary) and is largest just above τ = 1, where the finite-d peak "
              "(n = d(d+1), τ = 1 + 1/d) lies. Check icl.13 extrapolates each point's excess "
              "out by a + b/d and decides that the d → ∞ limit equals the theory within 5 % "
@@ -147,7 +147,7 @@ register_figure(Figure(
              "simulations at two d (quick profile: d = 16 and 32; the paper profile adds "
              "d = 64). Bottom row: simulation / theory (theory at the "
              "simulated sizes); the finite-d excess halves from d = 16 to d = 32 (mean "
-             "|relative gap| 0.186 → 0.086, summary); check icl.14 extrapolates each point's "
+             "|relative gap| 0.195 → 0.082, summary); check icl.14 extrapolates each point's "
              "excess out by a + b/d and decides that the d → ∞ limit equals the theory "
              "within 5 % (the shortest context, α = 1/4, left out: ℓ = 4 at d = 16)."),
     draw=draw_alpha, checks=("icl.14-alpha-limit",)))
@@ -219,7 +219,7 @@ register_figure(Figure(
              "simulations at three d (quick profile: d = 10, 20, 40; points where the protocol's "
              "rounding n = round(τd²/k)·k moves τ by more than 5 % are not run). Bottom row: "
              "simulation / theory (theory at the simulated sizes); the "
-             "finite-d excess shrinks with d (mean |relative gap| 1.5 → 0.46 → 0.19, summary), "
+             "finite-d excess shrinks with d (mean |relative gap| 1.4 → 0.48 → 0.19, summary), "
              "most slowly for α = 6, whose τ = 1.2 is next to the interpolation peak at τ = 1. "
              "Right column: the authors' own saved quick-figure means (their protocol, "
              "α = τ = 10, 20 trials; shipped in gmtheory.data) at d = 10, 32, 64 against our "
