@@ -41,7 +41,14 @@ def cmd_verify(args) -> int:
     from .verify import format_table, run_checks, select_checks, set_results_dir, write_json
 
     set_results_dir(args.results)   # the checks that share a figure's run read it there
-    results = run_checks(select_checks(args.only), progress=not args.no_progress)
+    checks = select_checks(args.only)
+    order = list(range(len(checks)))
+    if args.experiments_last:   # reproduce: the figures' process computes those runs first
+        from .verify import EXPERIMENTS
+
+        order.sort(key=lambda i: (checks[i].id in EXPERIMENTS, i))
+    results = run_checks([checks[i] for i in order], progress=not args.no_progress)
+    results = [r for _, r in sorted(zip(order, results, strict=True), key=lambda t: t[0])]
     print(format_table(results, verbose=args.verbose))
     for r in results:
         if r.error:
@@ -349,7 +356,7 @@ def _start_checks(args, out: Path):
     from .figures import all_figures, get_figure
 
     argv = ["verify", "--no-progress", "--json", str(out / "checks.json"),
-            "--results", str(args.results)]
+            "--results", str(args.results), "--experiments-last"]
     if args.checks:
         argv += ["--only", args.checks]
     (out / "checks.json").unlink(missing_ok=True)
@@ -508,6 +515,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--results", default=RESULTS,
                     help="simulation cache folder, shared with `gmtheory figures`: a check "
                          f"that tests a figure's run reads it there (default {RESULTS}/)")
+    # reproduce's checks process: the checks that read a figure's run last, so that the
+    # figures' process has computed most of those runs by then (the report keeps the order)
+    sp.add_argument("--experiments-last", action="store_true", help=argparse.SUPPRESS)
     common(sp)
     sp.set_defaults(func=cmd_verify)
 
