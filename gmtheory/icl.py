@@ -6,9 +6,8 @@ Asymptotic theory in the scaling limit ``alpha = l/d``, ``tau = n/d^2``, ``kappa
 :func:`g_task`), the exact finite-d test error of any ``Gamma`` (:func:`test_error`,
 :func:`test_error_nonlinear`), and a pretraining simulator (:func:`pretrain`): batched
 sampling of the statistics ``H_Z = x_q h^T`` with an O(l + d) construction for nonlinear
-targets (docs/topics/icl.md#computing-it), and a
-matrix-free ridge solve (preconditioned conjugate gradients, matvec O(n d^2)), with a
-direct Cholesky solve for small d (``d(d+1) <= 400``) where that is cheaper.
+targets (docs/topics/icl.md#computing-it), and a matrix-free ridge solve (preconditioned
+conjugate gradients, matvec O(n d^2)), or a direct Cholesky solve where cheaper.
 """
 
 from __future__ import annotations
@@ -199,10 +198,8 @@ def sample_statistics(key, W, ell, rho: float, *, f=None, scale=1.0):
     For the linear target the context enters only through ``A = |z|^2``,
     ``B = z^T eps`` and ``C = |eps|^2``, which are sampled exactly in O(1):
     ``A ~ (|w|^2/d) chi2_l``, ``B | A ~ N(0, rho A)``, ``C = B^2/A + rho chi2_{l-1}``;
-    then ``l`` needs not be static (one compilation for every ``alpha``).  The ``chi2``
-    variates come from :func:`gmtheory.variates.chi2`, every normal from one draw: a
-    trial's program compiles in about 60 % of the time it took with
-    ``jax.random.gamma`` and one draw per variable."""
+    then ``l`` needs not be static (one compilation for every ``alpha``).  ``chi2`` from
+    :func:`gmtheory.variates.chi2` (compiles small; docs/performance.md)."""
     n, d = W.shape
     kc, kn, kx = jax.random.split(key, 3)
     w2 = jnp.sum(W * W, 1)                                    # |w|^2
