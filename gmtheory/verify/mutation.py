@@ -436,9 +436,9 @@ def summarize(entry: dict) -> dict:
         return {"status": status, "resolution": caught[0],
                 "caught_by": by["ran"][-1]["check"],
                 "comparison": by["ran"][-1].get("comparison", "")}
-    if _next_delta(entry.get("runs", [])) is None:
-        return {"status": "unchecked", "resolution": None}
-    return {"status": "pending", "resolution": None}
+    none = {"resolution": None, "caught_by": None, "comparison": None}  # no stale catch
+    return {"status": "unchecked" if _next_delta(entry.get("runs", [])) is None
+            else "pending", **none}
 
 
 def _same_checks(a, b) -> bool:
