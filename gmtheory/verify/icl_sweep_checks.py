@@ -142,8 +142,8 @@ def check_alpha_limit():
     "the smallest d to the largest (the inverse-variance pool of the per-point decrease, "
     "- t SE, is positive), and past the transition (kappa >= 2) the dMMSE estimator at the "
     "largest d keeps a larger gap than linear attention (the pooled difference - t SE is "
-    "positive). A d -> inf equality is not decided here: at these d the excess (19-150 %) bends "
-    "away from a + b/d.",
+    "positive). A d -> inf equality is not decided here: at these d the excess (up to several "
+    "times the theory at d = 10) bends away from a + b/d.",
     "docs/topics/icl.md#asymptotic-theory",
     experiment="icl-gtask",
 )
