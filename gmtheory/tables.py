@@ -157,7 +157,7 @@ def mutation_report(path=None) -> list[str]:
     ``python -m gmtheory.verify.mutation`` (:mod:`gmtheory.verify.mutation`): for each
     public function of the theory modules, the checks that call it, the smallest relative
     error of its output that turns a check FAIL, and the unchecked functions with why."""
-    from .verify.mutation import UNCHECKED
+    from .verify.mutation import TESTED_BY, UNCHECKED
 
     path = Path(path or MUTATION_JSON)
     if not path.exists():
@@ -213,8 +213,10 @@ def mutation_report(path=None) -> list[str]:
         lines += ["", "### Unchecked functions", "",
                   "No check FAILs when the output of these functions is off by 2 % (a "
                   "*coarse* one is caught at 10 %, an *unchecked* one not even there):", "",
-                  "| function | why |", "|---|---|"]
-        lines += [f"| `{q}` | {_cell(UNCHECKED.get(q, 'no reason recorded'))} |" for q in un]
+                  "| function | why | verified by |", "|---|---|---|"]
+        lines += [f"| `{q}` | {_cell(UNCHECKED.get(q, 'no reason recorded'))} | "
+                  f"{'<br>'.join(f'`{t}`' for t in TESTED_BY.get(q, ())) or 'open'} |"
+                  for q in un]
     return lines
 
 

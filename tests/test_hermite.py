@@ -28,3 +28,17 @@ def test_kinked_function_without_kinks_reports_it():
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_naive_alternative_is_the_ridge_error_for_a_linear_target():
+    """For y = z + eps the alternative's linear part is the whole target (c1 = 1, rho_eff =
+    rho): its prediction is the ridge ICL error itself (gmtheory.icl.e_icl_ridge), to the
+    quadrature accuracy of c1."""
+    from gmtheory import icl
+
+    for alpha, tau, kappa, rho, lam in ((2.0, 2.0, 1.0, 0.1, 1e-3), (0.7, 4.0, 3.0, 0.5, 1e-2)):
+        mom = hermite.label_moments(lambda z: z, rho)
+        assert mom["c1"] == pytest.approx(1.0, rel=1e-12)
+        np.testing.assert_allclose(
+            hermite.naive_alternative(mom, alpha, tau, kappa, rho=rho, lam=lam),
+            icl.e_icl_ridge(alpha, tau, kappa, rho, lam), rtol=1e-10)

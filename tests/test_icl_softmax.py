@@ -223,3 +223,20 @@ def test_two_heads_approach_linear_attention(x64):
             jnp.eye(d) / ((1 + rho) * d / ell + 1 + 1 / ell))
         lin = float(icl.test_error(gam, ell, rho))
         assert lin < two < S.finite_prompt_optimum(ell, rho, d)["error"]
+
+
+def test_isotropic_error_is_minimised_at_the_optimum_gain():
+    """isotropic_error over the gain g at the optimum tilt t*: the zero head (g = 0) scores
+    rho + 1 (the trivial rule's error on unit-variance labels), and a numerical minimisation
+    over g lands on softmax_head_optimum's g* = 1/(1 + V*) and its error rho + V*/(1 + V*)."""
+    from scipy.optimize import minimize_scalar
+
+    for alpha, rho, d in ((1.0, 0.1, None), (4.0, 0.25, 16), (8.0, 0.05, 64)):
+        opt = S.softmax_head_optimum(alpha, rho, d)
+        assert S.isotropic_error(opt["t"], 0.0, alpha, rho, d) == pytest.approx(1 + rho,
+                                                                                 rel=1e-15)
+        r = minimize_scalar(lambda g, t=opt["t"], a=alpha, p=rho, n=d:
+                            S.isotropic_error(t, g, a, p, n), bounds=(0.0, 2.0),
+                            method="bounded", options={"xatol": 1e-12})
+        assert r.x == pytest.approx(opt["g"], abs=1e-6)
+        assert r.fun == pytest.approx(opt["error"], rel=1e-12)

@@ -195,3 +195,90 @@ def test_sweep_quick_shape(tmp_path):
 def test_lda_paper_profiles(tmp_path, name):
     a, _, _ = run_simulation(name, "paper", results_dir=tmp_path, progress=False)
     assert all(np.all(np.isfinite(v)) for v in a.values() if np.asarray(v).dtype.kind == "f")
+
+
+def _zeta(prob, seed):
+    rng = np.random.default_rng(seed)
+    return lda.Effective(jnp.asarray(rng.normal(size=prob.d)), jnp.asarray(rng.normal()),
+                         jnp.asarray(rng.normal()), jnp.asarray(rng.normal(size=prob.d)))
+
+
+@pytest.mark.parametrize("name", ["C1", "C2"])
+def test_distances_to_E1_and_E2_are_the_nearest_points(name):
+    """dist_E1 and dist_E2 (Thm 3.5's sets) against the distance to the nearest point of
+    each set found by a numerical minimisation over the set's free coordinates (s for E1,
+    r for E2, with p = sigma(s0) from the problem's log prior odds)."""
+    from scipy.optimize import minimize, minimize_scalar
+
+    prob = lda.config(name)
+    w, b = (np.asarray(v) for v in lda.bayes_score(prob))
+    p = 1 / (1 + np.exp(-float(prob.s0)))
+    for seed in range(3):
+        z = _zeta(prob, seed)
+        zw, zb, zr, zs = (np.asarray(v) for v in z)
+        fixed = np.sum((zw - w) ** 2)
+
+        def to_e1(s, fixed=fixed, zb=zb, zr=zr, zs=zs):
+            return np.sqrt(fixed + (zb - b) ** 2 + zr**2 + np.sum((zs - s) ** 2))
+
+        def to_e2(r, fixed=fixed, zb=zb, zr=zr, zs=zs):
+            return np.sqrt(fixed + (zb - (b - r * p)) ** 2 + (zr - r) ** 2 + np.sum(zs**2))
+
+        e1 = minimize(to_e1, np.zeros(prob.d), method="BFGS", options={"gtol": 1e-12}).fun
+        e2 = minimize_scalar(to_e2, bracket=(-10.0, 10.0), tol=1e-12).fun
+        np.testing.assert_allclose(float(lda.dist_E1(prob, z)), e1, rtol=1e-8)
+        np.testing.assert_allclose(float(lda.dist_E2(prob, z)), e2, rtol=1e-8)
+
+
+def test_invariant_set_residual_is_the_largest_violation():
+    """On T_K the residual is round-off; moving one block off T_K by eps makes it eps,
+    whichever block moves (K = span{e0 + e1, Gamma (e0 + e1)} = span{e0, e1} in d = 5)."""
+    d = 5
+    basis = lda.krylov_basis(np.diag(np.arange(1.0, d + 1)), np.eye(d)[0] + np.eye(d)[1])
+    assert basis.shape == (d, 2)
+    Q = np.diag([0.0, 0.0, 1.0, 1.0, 1.0])               # the projector on K^perp
+    rng = np.random.default_rng(0)
+    on = lda.LDAParams(jnp.asarray(rng.normal(size=(d, d)) @ Q), jnp.zeros(d),
+                       jnp.asarray(Q @ rng.normal(size=d)), jnp.zeros(()))
+    assert float(lda.invariant_set_residual(on, basis)) < 1e-14
+    eps, e0 = 0.37, np.eye(d)[0]
+    for off in (on._replace(u12=on.u12.at[1].set(-eps)), on._replace(v22=jnp.asarray(eps)),
+                on._replace(v21=on.v21 + eps * e0),
+                on._replace(U11=on.U11 + eps * np.outer(np.eye(d)[3], e0))):
+        np.testing.assert_allclose(float(lda.invariant_set_residual(off, basis)), eps,
+                                   rtol=1e-12)
+
+
+def test_linear_limit_weight_is_the_long_prompt_limit_of_linear_attention():
+    """linear_limit_weight against linear attention (lda.prompt_predictor, kind="linear")
+    on one prompt of 4 x 10^5 sampled tokens: w^T x within 5 Monte Carlo SEs (the SE of
+    the prompt mean of each token's contribution) at three queries; the same prompt read
+    by softmax attention with all scores 0 is the plain mean of the values."""
+    prob = lda.config("C1")
+    rng = np.random.default_rng(3)
+    theta = lda.LDAParams(jnp.asarray(rng.normal(size=(2, 2))), jnp.asarray(rng.normal(size=2)),
+                          jnp.asarray(rng.normal(size=2)), jnp.asarray(rng.normal()))
+    X, Y = lda.sample(prob, jax.random.key(5), 400_000)
+    x = jnp.asarray(rng.normal(size=(3, 2)))
+    got = lda.prompt_predictor(theta, X, Y, x, kind="linear")
+    want = x @ lda.linear_limit_weight(prob, theta)
+    # per-token contributions to the 1/L-normalised sum, for the SE
+    U11, u12, v21, v22 = theta
+    contrib = ((x @ U11 @ X.T) + (x @ u12)[:, None] * Y[None]) * (X @ v21 + v22 * Y)[None]
+    se = np.asarray(contrib.std(axis=1)) / np.sqrt(X.shape[0])
+    assert np.all(np.abs(np.asarray(got - want)) < 5 * se), (got, want, se)
+    zero = lda.LDAParams(jnp.zeros((2, 2)), jnp.zeros(2), v21, v22)
+    np.testing.assert_allclose(lda.prompt_predictor(zero, X, Y, x),
+                               jnp.full(3, jnp.mean(X @ v21 + v22 * Y)), rtol=1e-10)
+
+
+def test_unflatten_inverts_flatten_in_the_paper_order():
+    """theta -> vector -> theta is the identity, and the vector is (U11, u12, v21, v22) in
+    the paper's order (row-major U11)."""
+    theta = lda.LDAParams(jnp.arange(4.0).reshape(2, 2), jnp.array([4.0, 5.0]),
+                          jnp.array([6.0, 7.0]), jnp.asarray(8.0))
+    vec, _ = lda.flatten(theta)
+    np.testing.assert_array_equal(vec, np.arange(9.0))
+    back = lda.unflatten(theta, 2 * vec)
+    for a, b in zip(back, theta, strict=True):
+        np.testing.assert_array_equal(a, 2 * b)

@@ -121,6 +121,56 @@ def test_every_function_is_caught_or_explained():
             assert run["ran"][-1]["verdict"] == "FAIL", (q, run)
 
 
+
+def _test_sources() -> dict[str, str]:
+    """``tests/test_x.py::test_name`` -> the source of that test function."""
+    import ast
+
+    out = {}
+    for f in sorted(Path(__file__).parent.glob("test_*.py")):
+        text = f.read_text()
+        lines = text.splitlines()
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+                out[f"tests/{f.name}::{node.name}"] = "\n".join(
+                    lines[node.lineno - 1:node.end_lineno])
+    return out
+
+
+def test_every_unchecked_reason_is_verified_by_a_test():
+    """Issue 41 item 4: an entry of UNCHECKED needs a reason that a test verifies.  Each
+    listed function names unit tests (mutation.TESTED_BY) that exist and call it, unless
+    its reason declares an open gap ("open ... issue N"); a reason that says no check
+    calls the function agrees with the call map; TESTED_BY lists no function that is
+    not in UNCHECKED."""
+    import re
+
+    sources = _test_sources()
+    calls = _data()["map"]["calls"]
+    called = {q for fs in calls.values() for q in fs}
+    unverified, missing, idle, wrong_claim = [], [], [], []
+    for q, reason in mutation.UNCHECKED.items():
+        tests = mutation.TESTED_BY.get(q, ())
+        if not tests and not re.match(r"open\b.*\bissue \d+", reason, re.S):
+            unverified.append(q)
+        short = q.split(".", 1)[1]
+        for t in tests:
+            if t not in sources:
+                missing.append(t)
+            elif not re.search(rf"\b{re.escape(short)}\(", sources[t]):
+                idle.append(f"{t} does not call {short}")
+        says_uncalled = re.search(r"no check calls it|called by no check", reason)
+        if bool(says_uncalled) == (q in called):
+            wrong_claim.append(q)
+    assert not unverified, f"UNCHECKED reasons with no test and not declared open: {unverified}"
+    assert not missing, f"TESTED_BY names tests that do not exist: {missing}"
+    assert not idle, f"TESTED_BY names tests that do not call the function: {idle}"
+    assert not wrong_claim, ("these reasons say whether a check calls the function, and the "
+                             f"call map says otherwise: {wrong_claim}")
+    extra = sorted(set(mutation.TESTED_BY) - set(mutation.UNCHECKED))
+    assert not extra, f"TESTED_BY lists functions that are caught (not in UNCHECKED): {extra}"
+
+
 @dataclasses.dataclass(frozen=True)
 class _Box:
     a: jnp.ndarray

@@ -60,7 +60,7 @@ from pathlib import Path
 __all__ = ["MODULES", "LADDER", "REQUIRED", "BREAKS", "UNCHECKED", "public_functions",
            "perturb", "patch", "restore", "call_map", "run_one", "run_pass", "run_breaks",
            "signed_delta", "NO_FLOAT", "FLIP_REASONS", "FLIP_SURVIVES", "stale_files",
-           "map_fingerprint", "RESULT_FILE"]
+           "map_fingerprint", "RESULT_FILE", "TESTED_BY"]
 
 MODULES = ("operators", "lda", "denoising", "icl", "icl_softmax", "hermite", "approx", "gma",
            "gma_analysis")
@@ -71,7 +71,7 @@ BREAKS = {"nan": float("nan"), "flip": -2.0}
 RESULT_FILE = Path(__file__).resolve().parents[2] / "docs" / "measured" / "mutation.json"
 
 # why a function is not caught (its reasons live in their own module, read into the report)
-from .mutation_reasons import FLIP_REASONS, FLIP_SURVIVES, NO_FLOAT, UNCHECKED  # noqa: E402
+from .mutation_reasons import FLIP_REASONS, FLIP_SURVIVES, NO_FLOAT, TESTED_BY, UNCHECKED  # noqa
 
 
 def public_functions(modules=MODULES) -> list[str]:
