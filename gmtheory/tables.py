@@ -212,7 +212,12 @@ def mutation_report(path=None) -> list[str]:
     if un:
         lines += ["", "### Unchecked functions", "",
                   "No check FAILs when the output of these functions is off by 2 % (a "
-                  "*coarse* one is caught at 10 %, an *unchecked* one not even there):", "",
+                  "*coarse* one is caught at 10 %, an *unchecked* one not even there). Each "
+                  "reason is verified by the unit tests named beside it, which call the "
+                  "function and compare it with a second computation "
+                  "(`gmtheory.verify.mutation_reasons.TESTED_BY`; tests/test_mutation.py "
+                  "checks that they exist and call it); *open* marks a gap that its issue "
+                  "still holds:", "",
                   "| function | why | verified by |", "|---|---|---|"]
         lines += [f"| `{q}` | {_cell(UNCHECKED.get(q, 'no reason recorded'))} | "
                   f"{'<br>'.join(f'`{t}`' for t in TESTED_BY.get(q, ())) or 'open'} |"

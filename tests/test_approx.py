@@ -350,3 +350,17 @@ def test_network_bound_holds_per_output_and_falls_with_beta():
         assert np.all(err > 0) and np.all(err <= bound), (err, bound)
         finer = np.asarray(A.relu_network_bound(layers, -1.0, 1.0, [2 * b for b in betas]))
         assert np.all(finer < bound)
+
+
+def test_a_constant_expression_is_exact_and_adds_like_a_number():
+    """approx_compose.constant: the number on the box of its argument, emulated exactly
+    (bound 0); added to an expression it gives what adding the number gives."""
+    from gmtheory import approx_compose as C
+
+    x, = C.variables(-1.0, 1.0)
+    c = C.constant(2.5, x)
+    pts = np.array([[-0.7], [0.0], [0.9]])
+    np.testing.assert_array_equal(np.asarray(c(pts)), [2.5, 2.5, 2.5])
+    np.testing.assert_array_equal(np.asarray(c.exact(pts)), [2.5, 2.5, 2.5])
+    assert c.bound == 0.0 and c.range == (2.5, 2.5)
+    np.testing.assert_allclose(np.asarray((x + c)(pts)), np.asarray((x + 2.5)(pts)), rtol=1e-15)

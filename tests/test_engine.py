@@ -187,6 +187,32 @@ def test_stats_fits_and_thresholds():
         stats.fit_loglog([1, 2], [0, 1])
 
 
+
+def test_linear_fit_student_thresholds_and_z_against_scipy():
+    """fit_linear: exact on a line, and on noisy points the slope's SE is the textbook
+    s / sqrt(sum (x - mean x)^2); bonferroni_t is Student t's two-sided quantile at
+    alpha / m (scipy.stats.t), tends to bonferroni_z as dof grows, and grows with m."""
+    from scipy import stats as st
+
+    x = np.arange(6.0)
+    fit = stats.fit_linear(x, 2.0 - 0.7 * x)
+    assert abs(fit.slope + 0.7) < 1e-13 and abs(fit.intercept - 2.0) < 1e-13
+    y = 1.0 + 0.5 * x + np.array([0.1, -0.2, 0.05, 0.3, -0.1, -0.15])
+    fit = stats.fit_linear(x, y)
+    resid = y - fit.intercept - fit.slope * x
+    se = np.sqrt(resid @ resid / (x.size - 2) / np.sum((x - x.mean()) ** 2))
+    assert fit.slope == pytest.approx(np.polyfit(x, y, 1)[0], rel=1e-12)
+    assert fit.stderr == pytest.approx(se, rel=1e-12) and fit.n == 6
+    for m, dof, alpha in ((1, 5, 0.05), (4, 15, 0.05), (12, 3, 0.01)):
+        assert stats.bonferroni_t(m, dof, alpha) == pytest.approx(
+            st.t.ppf(1 - alpha / (2 * m), dof), rel=1e-12)
+    assert stats.bonferroni_t(3, 1e7, 0.01) == pytest.approx(stats.bonferroni_z(3, 0.01),
+                                                             rel=1e-6)
+    assert stats.bonferroni_t(8, 10) > stats.bonferroni_t(2, 10)
+    # z_score: |a - b| over the combined SE, element-wise (a 3-4-5 triangle)
+    np.testing.assert_allclose(stats.z_score([1.0, 7.0], [4.0, 4.0], 3.0, [4.0, 0.0]),
+                               [0.6, 1.0], rtol=1e-15)
+
 # ----------------------------------------------------------------- verdicts -------------
 
 def test_verdicts_follow_the_comparisons():

@@ -187,6 +187,22 @@ def test_perturb_reaches_every_float_leaf():
     assert f(1.0) == 3.0
 
 
+def test_perturb_reaches_an_emulated_expression_inside_a_composition():
+    """An approx_compose expression is perturbed in its emulated values, also where a later
+    composition reads it as a term (the composition walks its terms, not their calls)."""
+    from gmtheory import approx_compose as C
+
+    x, = C.variables(-1.0, 1.0)
+    f = x * 0.5
+    g = mutation.perturb(f, 0.5)
+    pts = np.array([[0.4], [-0.8]])
+    np.testing.assert_allclose(np.asarray(g(pts)), 1.5 * np.asarray(f(pts)), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray((g + 1.0)(pts)), 1.5 * np.asarray(f(pts)) + 1.0,
+                               rtol=1e-12)
+    np.testing.assert_array_equal(np.asarray(g.exact(pts)), np.asarray(f.exact(pts)))
+    assert g.bound == f.bound and np.all(np.asarray(f(pts)) == 0.5 * pts[:, 0])
+
+
 def test_patch_replaces_every_alias():
     import gmtheory.operators as ops
     from gmtheory.verify import all_checks

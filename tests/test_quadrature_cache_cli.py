@@ -47,6 +47,59 @@ def test_one_dimensional_rules_against_closed_forms():
         assert abs(float(w @ norm.cdf(kappa * (np.asarray(t) - c))) - exact) < 1e-10
 
 
+
+def test_legendre_chi2_and_cached_hermite_rules_integrate_polynomials_exactly():
+    """gauss_legendre_nodes (degree <= 2n - 1 on [-1, 1]), chi2_rule (the moments of
+    chi^2_d / d: E s = 1, E s^2 = 1 + 2/d, E s^3 = (d + 2)(d + 4)/d^2, degree <= 2n - 1
+    exact; d = 1 and d = 500) and gauss_hermite_nodes (the cached NumPy copy of
+    gauss_hermite_rule, read-only) to float64 round-off."""
+    from gmtheory.quadrature import (
+        chi2_rule,
+        gauss_hermite_nodes,
+        gauss_hermite_rule,
+        gauss_legendre_nodes,
+    )
+
+    x, w = gauss_legendre_nodes(6)
+    for k in range(12):
+        assert abs(w @ x**k - (2 / (k + 1) if k % 2 == 0 else 0.0)) < 1e-14
+    for d in (1, 500):
+        s, w = chi2_rule(3, d)
+        assert abs(w.sum() - 1) < 1e-14 and abs(w @ s - 1) < 1e-13
+        assert abs(w @ s**2 - (1 + 2 / d)) < 1e-12
+        assert abs(w @ s**3 - (d + 2) * (d + 4) / d**2) < 1e-12
+    nodes, weights = gauss_hermite_nodes(5, 2)
+    ref_n, ref_w = gauss_hermite_rule(5, 2)
+    np.testing.assert_array_equal(nodes, np.asarray(ref_n))
+    np.testing.assert_array_equal(weights, np.asarray(ref_w))
+    assert not nodes.flags.writeable
+    assert abs(weights @ (nodes[:, 0] ** 2 * nodes[:, 1] ** 4) - 3.0) < 1e-12   # E z1^2 z2^4
+
+
+def test_projected_mixture_expectation_is_the_full_one():
+    """expect_mixture_projected of a function of P^T x equals expect_mixture of the same
+    function of x (a full-dimensional tensor grid), with and without lift and per
+    component; E (P^T x)^2 also has a closed form, sum_k pi_k (p^T m_k)^2 + p^T C_k p."""
+    from gmtheory.quadrature import expect_mixture, expect_mixture_projected
+
+    mix = g.GaussianMixture([0.3, 0.7], [[1.0, -0.5, 0.2], [-0.4, 0.8, 0.0]],
+                            [np.diag([1.0, 0.5, 2.0]), [[1.0, 0.3, 0.0], [0.3, 1.0, 0.1],
+                                                         [0.0, 0.1, 0.7]]])
+    P = np.array([[0.6], [0.8], [0.0]])
+    full = float(expect_mixture(lambda x: jnp.sin(x @ P[:, 0]) + (x @ P[:, 0]) ** 2, mix, 24))
+    proj = float(expect_mixture_projected(lambda y: jnp.sin(y[:, 0]) + y[:, 0] ** 2, mix, P,
+                                          60))
+    lift = float(expect_mixture_projected(lambda x: jnp.sin(x @ P[:, 0]) + (x @ P[:, 0]) ** 2,
+                                          mix, P, 60, lift=True))
+    assert abs(proj - full) < 1e-12 and abs(lift - full) < 1e-12
+    second = float(expect_mixture_projected(lambda y, k: y[:, 0] ** 2 * (k + 1), mix, P, 10,
+                                            component=True))
+    p = P[:, 0]
+    exact = sum(w * (k + 1) * ((p @ m) ** 2 + p @ C @ p) for k, (w, m, C) in
+                enumerate(zip(np.asarray(mix.weights), np.asarray(mix.means),
+                              np.asarray(mix.covs), strict=True)))
+    assert abs(second - exact) < 1e-12
+
 def test_fingerprint_follows_a_subpackage():
     """A simulation that imports ``gmtheory.lda`` (a package) depends on the modules that
     the package re-exports from, so an edit of lda/landscape.py invalidates its results."""

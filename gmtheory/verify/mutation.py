@@ -45,8 +45,6 @@ tests check the committed ``docs/measured/mutation.json`` (tests/test_mutation.p
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import functools
 import importlib
 import inspect
 import json
@@ -63,7 +61,7 @@ __all__ = ["MODULES", "LADDER", "REQUIRED", "BREAKS", "UNCHECKED", "public_funct
            "map_fingerprint", "RESULT_FILE", "TESTED_BY"]
 
 MODULES = ("operators", "lda", "denoising", "icl", "icl_softmax", "hermite", "approx", "gma",
-           "gma_analysis")
+           "gma_analysis", "approx_compose", "regimes", "stats", "quadrature", "variates")
 LADDER = (1e-6, 1e-3, 2e-2, 1e-1)
 REQUIRED = 2e-2      # every function must be caught at this delta (or listed with a reason)
 # the breaks: the name and the delta whose factor 1 + delta breaks the output (NaN; -1)
@@ -71,6 +69,7 @@ BREAKS = {"nan": float("nan"), "flip": -2.0}
 RESULT_FILE = Path(__file__).resolve().parents[2] / "docs" / "measured" / "mutation.json"
 
 # why a function is not caught (its reasons live in their own module, read into the report)
+from ._perturb import Tally, perturb, wrap  # noqa: E402
 from .mutation_reasons import FLIP_REASONS, FLIP_SURVIVES, NO_FLOAT, TESTED_BY, UNCHECKED  # noqa
 
 
@@ -85,90 +84,6 @@ def public_functions(modules=MODULES) -> list[str]:
             if callable(obj) and not isinstance(obj, type):
                 out.append(f"{m}.{name}")
     return out
-
-
-class _Tally:
-    perturbed = 0      # calls whose output had a floating-point leaf
-    untouched = 0      # calls whose output had none (ints, bools, strings)
-
-
-def _is_float(x) -> bool:
-    import numpy as np
-
-    if _is_array(x):                        # not any object with a dtype attribute
-        return bool(np.issubdtype(np.dtype(x.dtype), np.inexact))
-    return isinstance(x, (float, complex)) and not isinstance(x, bool)
-
-
-def _is_array(x) -> bool:
-    import jax
-    import numpy as np
-    return isinstance(x, (np.ndarray, np.generic, jax.Array))
-
-
-def _scale(x, factor):
-    import numpy as np
-
-    if isinstance(x, np.ndarray):
-        return (x * factor).astype(x.dtype)
-    if isinstance(x, np.generic):
-        return type(x)(x * factor)
-    return x * factor
-
-
-def perturb(out, delta: float, _tally: type[_Tally] = _Tally):
-    """``out`` with every floating-point leaf multiplied by ``1 + delta``."""
-    import jax
-
-    from ..mixture import GaussianMixture
-
-    factor = 1.0 + delta
-    seen = [False]
-
-    def go(x):
-        if x is None or isinstance(x, (bool, int, str, bytes)):
-            return x
-        if _is_float(x):
-            seen[0] = True
-            return _scale(x, factor)
-        if _is_array(x):                    # an integer or boolean array
-            return x
-        if isinstance(x, tuple) and hasattr(x, "_fields"):
-            return type(x)(*(go(v) for v in x))
-        if isinstance(x, (list, tuple)):
-            return type(x)(go(v) for v in x)
-        if isinstance(x, dict):
-            return {k: go(v) for k, v in x.items()}
-        if isinstance(x, GaussianMixture):  # weights stay on the simplex (it is validated)
-            return GaussianMixture(x.weights, go(x.means), go(x.covs))
-        leaves, tdef = jax.tree_util.tree_flatten(x)
-        if not (len(leaves) == 1 and leaves[0] is x):  # a registered pytree
-            return jax.tree_util.tree_unflatten(tdef, [go(v) for v in leaves])
-        if dataclasses.is_dataclass(x) and not isinstance(x, type):
-            kw = {f.name: go(getattr(x, f.name)) for f in dataclasses.fields(x) if f.init}
-            return dataclasses.replace(x, **kw)
-        if inspect.isfunction(x) or isinstance(x, functools.partial):
-            seen[0] = True                   # the returned function is perturbed when called
-            return _wrap(x, delta, None)
-        if callable(x) and hasattr(x, "__dict__"):
-            try:                             # a callable object: a copy whose calls are
-                cls = type(x)                # perturbed, its attributes kept
-                sub = type(cls.__name__, (cls,), {"__call__": lambda self, *a, **k: perturb(
-                    cls.__call__(self, *a, **k), delta)})
-                y = object.__new__(sub)
-                y.__dict__.update(x.__dict__)
-            except TypeError:                # a type that cannot be subclassed
-                y = _wrap(x, delta, None)
-            seen[0] = True
-            return y
-        return x                             # another object: left as it is
-
-    res = go(out)
-    if seen[0]:
-        _tally.perturbed += 1
-    else:
-        _tally.untouched += 1
-    return res
 
 
 def signed_delta(qualname: str, delta: float) -> float:
@@ -215,17 +130,6 @@ def stale_files(stored: dict | None) -> list[str]:
     return sorted(f for f in set(now) | set(old) if now.get(f) != old.get(f))
 
 
-def _wrap(fn, delta: float, counter: dict | None, name: str = ""):
-    @functools.wraps(fn)
-    def wrapped(*args, **kwargs):
-        if counter is not None:
-            counter[name] = counter.get(name, 0) + 1
-        out = fn(*args, **kwargs)
-        return perturb(out, delta) if delta else out
-
-    return wrapped
-
-
 def _load_everything() -> None:
     """Import every module whose code a check may run, so that :func:`patch` finds every
     alias (a module imported later reads the patched attribute)."""
@@ -245,7 +149,7 @@ def patch(qualname: str, delta: float, counter: dict | None = None) -> int:
     m, name = qualname.split(".", 1)
     mod = importlib.import_module(f"gmtheory.{m}")
     orig = getattr(mod, name)
-    new = _wrap(orig, signed_delta(qualname, delta), counter, qualname)
+    new = wrap(orig, signed_delta(qualname, delta), counter, qualname)
     if delta:                    # results computed from here on are marked, never reused
         prev = perturbed()       # by an unperturbed process (gmtheory.cache)
         mark_perturbed(f"{qualname} x {1.0 + signed_delta(qualname, delta)!r}")
@@ -368,7 +272,7 @@ def run_one(qualname: str, delta: float, check_ids: list[str]) -> dict:
             break
     return {"function": qualname, "delta": brk or delta,
             "factor": brk or 1.0 + signed_delta(qualname, delta), "references": refs,
-            "perturbed_calls": _Tally.perturbed, "untouched_calls": _Tally.untouched,
+            "perturbed_calls": Tally.perturbed, "untouched_calls": Tally.untouched,
             "caught": any(r["verdict"] in stops for r in ran), "ran": ran}
 
 

@@ -89,16 +89,6 @@ UNCHECKED: dict[str, str] = {
                                   "error in it leaves the data still on the equivalence's "
                                   "side; the equivalence's own theory, "
                                   "hermite.equivalence_error, is caught"),
-    "icl.g_task_ridgeless": ("reported beside icl.07's comparison (the finite-d points sit "
-                             "O(1/d) above it, so it is not compared there), entering "
-                             "icl.08 only through gaps near kappa's transition, and read by "
-                             "icl.15 for the icl-gtask figure's readings only (the finite-d "
-                             "excess shrinks with d: a scale error keeps that); open (issue "
-                             "41): a d -> inf fit of simulations against it cannot resolve "
-                             "2 % at d <= 64 (measured on the icl-authors runs: 12-24 % above "
-                             "it at d = 32 and 0.4-13 % at d = 64, with an O(1/d^2) term that "
-                             "moves a + b/d through d = 32, 64 by ~2 %); it needs d = 128 "
-                             "runs or a second theory computation of the gap"),
     "lda.dist_E1": ("used by lda.12, lda.14 and lda.19 only against thresholds with margins "
                     "above 10 % (measured: not caught at 0.1), not against a second "
                     "computation of the distance"),
@@ -142,6 +132,67 @@ UNCHECKED: dict[str, str] = {
                    "heavy-tailed: t SE 3 % at 4e6 tokens) and lda.23 tests its SGD runs "
                    "against bounds; the closed forms these samples stand for are checked "
                    "exactly by lda.07-lda.11"),
+    # the engines: statistics, quadrature rules, samplers, the explore application
+    "stats.bonferroni_t": ("a quantile that sets thresholds: a larger t makes the equivalence "
+                           "comparisons stricter (|diff| + t SE and the power limit t SE <= "
+                           "tol/2), so a wrong one shows only where a check is near its "
+                           "limit (measured: caught at 10 %, by icl.11-paper's power limit, not at "
+                           "2 %); "
+                           "tests/test_engine.py compares it with scipy.stats.t"),
+    "stats.bonferroni_z": ("a quantile that sets thresholds, as bonferroni_t (measured: caught "
+                           "at 10 %, by denoising.29, not at 2 %); tests/test_engine.py "
+                           "compares it with its closed value and its growth in m"),
+    "stats.fit_loglog_weighted": ("its slope and SE enter the rate comparisons with "
+                                  "tolerances of 0.1-0.2 in the exponent (|slope + 1| + t SE "
+                                  "<= 0.2, a band of width 0.1): a 2 % error moves a slope of "
+                                  "-1 by 0.02, inside them (measured: caught at 10 %); "
+                                  "tests/test_engine.py fits points with known errors"),
+    "stats.extrapolate_inverse": ("it returns a relative gap near 0 (|gap| of 1 % or less) and "
+                                  "its SE, which the equivalence comparisons hold to 2-5 %: a "
+                                  "relative error of 10 % moves |gap| + t SE by a tenth of "
+                                  "itself, inside the tolerance (measured: not caught at 10 "
+                                  "%); tests/test_engine.py checks it exact on a line and its "
+                                  "SE against replicates"),
+    "stats.extrapolate_inverse_each": ("as extrapolate_inverse (a gap near 0 per point; "
+                                       "measured: not caught at 10 %); tests/test_engine.py "
+                                       "checks it against the one-point form and replicates"),
+    "stats.inverse_variance_mean": ("as extrapolate_inverse (a pooled gap near 0 and its SE; "
+                                    "measured: not caught at 10 %); tests/test_engine.py "
+                                    "checks the pool against replicates"),
+    "stats.z_score": ("no check calls it: the checks decide equalities in the equivalence "
+                      "form (tests/test_verdicts.py refuses z_score in a check module); "
+                      "tests/test_engine.py checks its value"),
+    "quadrature.gauss_legendre_nodes": ("a rule that is off makes hermite's adaptive "
+                                        "quadrature refuse to converge: every check that "
+                                        "calls it raises (ERROR, a red verify) at 0.1 %, 2 % "
+                                        "and 10 %, and the ladder counts only a FAIL; "
+                                        "tests/test_quadrature_cache_cli.py checks its "
+                                        "polynomial exactness"),
+    "quadrature.expect_gaussian_projected": ("no check calls it (the projected mixture form "
+                                             "is the one the checks use, and is caught); "
+                                             "tests/test_quadrature_cache_cli.py checks its "
+                                             "polynomial exactness"),
+    "variates.gamma": ("the sampler behind the chi-square draws of the ICL simulations: a "
+                       "2 % scale error in the draws moves their Monte Carlo errors by less "
+                       "than the checks' 1-5 % tolerances (measured: caught at 10 %, by "
+                       "icl.12); tests/test_variates.py tests its law (Kolmogorov-Smirnov "
+                       "against SciPy at five shapes)"),
+    "variates.chi2": ("as variates.gamma (measured: caught at 10 %, by icl.12); "
+                      "tests/test_variates.py tests its law"),
+    "approx_compose.constant": ("no check calls it; tests/test_approx.py checks that it is "
+                                "exact and adds like the number"),
+    "regimes.explore": ("no check calls it: explore is the application that runs the "
+                        "library's theory (lda, denoising, quadrature: each checked) on a "
+                        "user's mixture, with its own comparisons per point (quadrature "
+                        "against Monte Carlo, every reading with its error); "
+                        "tests/test_explore.py runs it on the paper problems, where it "
+                        "returns the values the lda and denoising checks test, and on "
+                        "mixtures no paper drew"),
+    "regimes.load_spec": ("no check calls it: it reads a user's TOML spec; "
+                          "tests/test_explore.py reads the shipped examples with it"),
+    "regimes.problem_from_dict": ("no check calls it: it validates a spec; "
+                                  "tests/test_explore.py feeds it the paper problems and "
+                                  "bad specs, each refused with the field named"),
     **{f"gma_analysis.{f}": _READING for f in (
         "usage_entropy", "usage_entropy_array", "token_entropy", "dead_fraction",
         "byte_categories", "contingency", "normalised_mutual_information",
@@ -209,12 +260,40 @@ TESTED_BY: dict[str, tuple[str, ...]] = {
     "gma.uses_fused": (_T.format("gma", "fused_form_chosen_by_length"),),
     "hermite.naive_alternative": (
         _T.format("hermite", "naive_alternative_is_the_ridge_error_for_a_linear_target"),),
-    "icl.g_task_ridgeless": (_T.format("icl_nonlinear", "half_point_theory_and_theory"),),
     "icl.ridge_cg": (_T.format("icl", "cg_and_cholesky_match_an_explicit_ridge_solve"),),
     "icl.ridge_solve": (_T.format("icl", "cg_and_cholesky_match_an_explicit_ridge_solve"),),
     "icl.sample_statistics": (_T.format("icl", "fast_sampler_matches_direct_construction"),),
     "operators.finite_prompt_variance": (_T.format("operators",
                                                    "ess_single_gaussian_closed_form"),),
+    "stats.bonferroni_t": (
+        _T.format("engine", "linear_fit_student_thresholds_and_z_against_scipy"),),
+    "stats.bonferroni_z": (_T.format("engine", "stats_fits_and_thresholds"),),
+    "stats.fit_loglog_weighted": (
+        _T.format("engine", "weighted_loglog_fit_uses_the_point_errors"),),
+    "stats.extrapolate_inverse": (_T.format(
+        "engine", "inverse_extrapolation_is_exact_on_a_line_and_propagates_the_errors"),),
+    "stats.extrapolate_inverse_each": (_T.format(
+        "engine", "extrapolation_at_every_point_and_the_inverse_variance_pool"),),
+    "stats.inverse_variance_mean": (_T.format(
+        "engine", "extrapolation_at_every_point_and_the_inverse_variance_pool"),),
+    "stats.z_score": (
+        _T.format("engine", "linear_fit_student_thresholds_and_z_against_scipy"),),
+    "quadrature.gauss_legendre_nodes": (_T.format(
+        "quadrature_cache_cli",
+        "legendre_chi2_and_cached_hermite_rules_integrate_polynomials_exactly"),),
+    "quadrature.expect_gaussian_projected": (_T.format("quadrature_cache_cli",
+                                                       "gauss_hermite_polynomial_exactness"),),
+    "variates.gamma": (_T.format("variates", "gamma_follows_the_gamma_law"),),
+    "variates.chi2": (
+        _T.format("variates", "chi2_takes_a_shape_per_entry_and_df_zero_gives_zero"),),
+    "approx_compose.constant": (_T.format("approx",
+                                          "a_constant_expression_is_exact_and_adds_like_a_number"),),
+    "regimes.explore": (_T.format("explore", "paper_problems_give_the_values_of_the_checks"),
+                        _T.format("explore", "three_classes_full_covariances_at_the_defaults")),
+    "regimes.load_spec": (_T.format("explore", "classification_spec_from_the_same_mixture"),),
+    "regimes.problem_from_dict": (_T.format("explore", "bad_spec_names_the_field"),
+                                  _T.format("explore",
+                                            "paper_problems_give_the_values_of_the_checks")),
     **{f"gma_analysis.{f}": (_T.format("gma_readings", t),) for f, t in _READINGS.items()},
 }
 
