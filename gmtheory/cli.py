@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import _reproduce
+from . import reproduce
 
 RESULTS = "simulations/results"  # the default cache folder (beside simulations/README.md)
 PROFILES = ("quick", "paper", "cpu")  # simulations._base.PROFILES (no jax import here)
@@ -362,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--checks", metavar="PATTERN", default=None,
                     help="only these checks (as verify --only; default: all)")
     common(sp)
-    sp.set_defaults(func=_reproduce.cmd_reproduce)
+    sp.set_defaults(func=reproduce.cmd_reproduce)
 
     sp = sub.add_parser("derive", help="run the sympy derivations and write them as LaTeX")
     sp.add_argument("--out", default="derivations",
@@ -401,7 +401,7 @@ def main(argv=None) -> int:
     import gmtheory
 
     if argv is None:   # the command itself, not a caller's process (a test, a notebook)
-        _reproduce.pin_processes(args)     # before JAX starts its CPU client
+        reproduce.pin_processes(args)     # before JAX starts its CPU client
     gmtheory.use_fast_compile_flags()  # before the first JAX computation starts the backend
     _setup()
     if getattr(args, "no_progress", False):

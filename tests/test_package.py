@@ -115,3 +115,23 @@ def test_no_long_module_without_a_reason():
         if "Length:" not in (ast.get_docstring(ast.parse(text)) or ""):
             long.append(f"{rel} ({text.count(chr(10))} lines)")
     assert not long, "split these modules, or give the reason (Length: ...):\n" + "\n".join(long)
+
+
+def test_no_module_imports_another_modules_private_names():
+    """Issue 45 item 3: a module of the package imports only public names of another
+    (``from .x import _name`` or ``from . import _module`` ties it to internals that its
+    owner may change).  A leading underscore on an alias (``import f as _f``) is the
+    importer's own business; the private modules that hold a package's shared code
+    (``_registry``, ``_runner``, ``_xla``, ...) are imported by their public names only."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "gmtheory"
+    bad = []
+    for f in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                bad += [f"{f.relative_to(root.parent)}: from {'.' * node.level}"
+                        f"{node.module or ''} import {a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not bad, "private names imported across modules:\n" + "\n".join(bad)

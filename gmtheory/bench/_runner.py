@@ -50,18 +50,18 @@ def time_fn(fn, *args, repeats: int = 5) -> float:
     return statistics.median(time_runs(fn, *args, repeats=repeats))
 
 
-def _bar(name: str, progress: bool, **kw):
+def progress_bar(name: str, progress: bool, **kw):
     """The progress bar of ``gmtheory bench NAME`` (stderr; hidden by ``--no-progress``)."""
     return tqdm(desc=f"bench {name}", disable=not progress, leave=False, **kw)
 
 
-def _compiled(fn, *args):
+def compiled_with_memory(fn, *args):
     """AOT-compiled ``fn`` and its compiled temporary memory (bytes; NaN if unknown)."""
     c = jit_long(fn, fused=True).lower(*args).compile()
-    return c, _temp_bytes(c)
+    return c, temp_memory_bytes(c)
 
 
-def _temp_bytes(compiled) -> float:
+def temp_memory_bytes(compiled) -> float:
     """XLA's temporary-memory estimate of a compiled executable (NaN if not reported)."""
     try:
         return float(compiled.memory_analysis().temp_size_in_bytes)
@@ -90,7 +90,7 @@ def available_memory_bytes() -> float:
 MEMORY_SAFETY = 2.0
 
 
-def _timed_process(cmd, cwd, env=None) -> tuple[float, str]:
+def timed_process(cmd, cwd, env=None) -> tuple[float, str]:
     """Wall time of ``cmd`` as a whole process (interpreter start, imports, compilation and
     all) and its last output line; raises with the output's tail if it fails."""
     t0 = time.perf_counter()

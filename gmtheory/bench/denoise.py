@@ -20,8 +20,9 @@ from tqdm.auto import tqdm
 from .. import denoising as D
 from .._xla import jit_long
 from ..mixture import GaussianMixture
+from ..operators import softmax_attention
 from ..problems import stream_key
-from ..simulations.clean_context import CleanContextConfig, _apply
+from ..simulations.clean_context import CleanContextConfig
 from ..stats import mean_se
 from ..training import hyper, minimize_lbfgs, train
 
@@ -66,7 +67,7 @@ def _bayes_batch(cen, zq, cfg):
 def _head_sq_err(p, toks, zq, xq):
     """Per-prompt MSE (per coordinate) of the authors' head ``p`` (U = W_KQ, V = W_PV)."""
     dt = p["U"].dtype
-    pred = _apply(p, toks.astype(dt), zq.astype(dt), "softmax")
+    pred = softmax_attention(toks.astype(dt), p["U"], p["V"], zq.astype(dt))
     return jnp.mean((pred - xq.astype(dt)) ** 2, axis=(1, 2))
 
 

@@ -14,7 +14,13 @@ from .. import gma
 from .._xla import jit_long
 from ..cache import atomic_write_bytes
 from ..stats import fit_loglog
-from ._runner import MEMORY_SAFETY, _bar, _temp_bytes, available_memory_bytes, time_runs
+from ._runner import (
+    MEMORY_SAFETY,
+    available_memory_bytes,
+    progress_bar,
+    temp_memory_bytes,
+    time_runs,
+)
 
 __all__ = ["bench_gma", "format_gma", "summarise_gma", "fit_ranges", "GOAL_N", "SLOPE_MIN_N",
            "GMA_FORMS", "run_spread", "SPREAD", "markdown_gma"]
@@ -102,7 +108,7 @@ def bench_gma(*, quick: bool = False, repeats: int = 10, dtype=jnp.float32,
               "repeats": repeats, "fused_min_n": dict(gma.FUSED_MIN_N)}
     done = _load_partial(partial, header)
     rows, skipped = [], []
-    for name, K, p, f, N in _bar("gma", progress, iterable=cases):
+    for name, K, p, f, N in progress_bar("gma", progress, iterable=cases):
         ident = (name, K if name.startswith("gma") else None, N)
         if ident in done:  # measured by an interrupted earlier run
             kind, entry = done[ident]
@@ -126,7 +132,7 @@ def _measure_gma_case(name, K, p, f, N, x, repeats) -> tuple[str, dict]:
     fwd = jit_long(lambda p_, x_: f(p_, x_)).lower(p, x).compile()
     fb = jit_long(jax.grad(lambda p_, x_: jnp.sum(f(p_, x_) ** 2))).lower(p, x).compile()
     row = {"method": name, "K": K if name.startswith("gma") else None, "N": N,
-           "fwd_temp_bytes": _temp_bytes(fwd), "fwdbwd_temp_bytes": _temp_bytes(fb)}
+           "fwd_temp_bytes": temp_memory_bytes(fwd), "fwdbwd_temp_bytes": temp_memory_bytes(fb)}
     need = MEMORY_SAFETY * max(row["fwd_temp_bytes"], row["fwdbwd_temp_bytes"])
     have = available_memory_bytes()
     if need > have:  # running it would get the process OOM-killed
@@ -182,7 +188,7 @@ def fit_ranges(method: str, Ns, fused_min_n=None) -> list[tuple[str, list[int]]]
     return [(form, ns) for form, ns in ranges if ns]
 
 
-def _slope_key(method, K, form, field) -> str:
+def slope_key(method, K, form, field) -> str:
     return f"{method}[K={K}{', ' + form if form else ''}] {field}"
 
 
@@ -221,7 +227,7 @@ def summarise_gma(res: dict) -> dict:
                 if sel.sum() < 2:
                     continue
                 fit = fit_loglog(n[sel], t[sel])
-                res["slopes"][_slope_key(r[0], K, form, field)] = {
+                res["slopes"][slope_key(r[0], K, form, field)] = {
                     "slope": fit.slope, "se": fit.stderr if np.isfinite(fit.stderr) else None,
                     "N": [int(n[sel].min()), int(n[sel].max())], "sizes": fit.n}
     n_s, t_s = series("softmax-xla-causal", None, "fwdbwd_s")
@@ -315,7 +321,7 @@ def markdown_gma(res: dict) -> str:
     for form in ("fused", "unfused"):
         for method in ("gma-causal", "gma-bidirectional"):
             for K in res["Ks"]:
-                v = {f: sl.get(_slope_key(method, K, form, f))
+                v = {f: sl.get(slope_key(method, K, form, f))
                      for f in ("fwd_s", "fwdbwd_s", "fwdbwd_temp_bytes")}
                 if v["fwdbwd_s"] is None:
                     continue
@@ -326,7 +332,7 @@ def markdown_gma(res: dict) -> str:
     others = []
     for method in ("gma-causal-cumsum", "linear-elu-causal", "softmax-xla-causal"):
         for K in (res["Ks"] if method == "gma-causal-cumsum" else [None]):
-            v = sl.get(_slope_key(method, K, "", "fwdbwd_s"))
+            v = sl.get(slope_key(method, K, "", "fwdbwd_s"))
             if v is not None:
                 k = f", K = {K}" if K else ""
                 others.append(f"{method}{k} {fmt(v)} ({v['N'][0]}…{v['N'][1]})")

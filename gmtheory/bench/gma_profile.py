@@ -9,7 +9,7 @@ import numpy as np
 from .. import gma
 from .._xla import jit_long
 from ..stats import fit_loglog
-from ._runner import _bar, time_fn
+from ._runner import progress_bar, time_fn
 
 __all__ = ["bench_gma_profile", "format_gma_profile"]
 
@@ -34,7 +34,7 @@ def bench_gma_profile(*, quick: bool = False, repeats: int = 10,
     contract = jit_long(lambda rq, rk, v: gma.bidirectional_contraction(rq, rk, v))
     rows = []
     Ns = (2048, 8192) if quick else (2048, 8192, 32768, 65536)
-    for N in _bar("gma-profile", progress, iterable=Ns):
+    for N in progress_bar("gma-profile", progress, iterable=Ns):
         x = jax.random.normal(key, (1, N, d), jnp.float32)
         row = {"N": N, **{k: time_fn(f, params, x, repeats=repeats) for k, f in fns.items()}}
         rq, rk, v = fns["routing_all_heads"](params, x)

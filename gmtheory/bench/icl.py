@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import icl
-from ._runner import _bar, _timed_process
+from ._runner import progress_bar, timed_process
 
 __all__ = ["bench_icl", "format_icl", "AUTHORS_ICL_SECONDS", "ICL_GOALS"]
 
@@ -36,7 +36,7 @@ def _peer_quick_figure(peer, d: int, workdir) -> tuple[float, str]:
     shutil.copytree(src, dst)
     run_dir = dst / "quick_and_easy_figure"
     (run_dir / "saved_data").mkdir(exist_ok=True)
-    return _timed_process([sys.executable, "run.py", f"--d={d}", f"--name=bench_d{d}"], run_dir)
+    return timed_process([sys.executable, "run.py", f"--d={d}", f"--name=bench_d{d}"], run_dir)
 
 
 def _our_quick_figure_process(d: int, trials: int, draws: int) -> float:
@@ -45,7 +45,7 @@ def _our_quick_figure_process(d: int, trials: int, draws: int) -> float:
     env = {**os.environ, "GMTHEORY_NO_JAX_CACHE": "1", "JAX_ENABLE_COMPILATION_CACHE": "false"}
     code = (f"from gmtheory import icl; icl.quick_figure({d}, trials={trials}, "
             f"draws={draws}); print('done')")
-    return _timed_process([sys.executable, "-c", code], os.getcwd(), env)[0]
+    return timed_process([sys.executable, "-c", code], os.getcwd(), env)[0]
 
 
 ICL_GOALS = {10: ("ratio", 3.0), 32: ("ratio", 20.0), 64: ("seconds", 120.0)}
@@ -69,7 +69,7 @@ def bench_icl(*, quick: bool = False, repeats: int = 1, dims=None, trials: int =
            "peer": None if peer is None else str(peer), "cpus": os.cpu_count(),
            "loadavg_start": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory(prefix="gmtheory-peer-") as tmp:
-        for d in _bar("icl", progress, iterable=dims):
+        for d in progress_bar("icl", progress, iterable=dims):
             t0 = time.perf_counter()
             row = icl.quick_figure(d, trials=trials, draws=draws)
             row["seconds"] = time.perf_counter() - t0

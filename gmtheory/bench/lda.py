@@ -12,7 +12,7 @@ from .. import lda
 from .._xla import jit_long
 from ..mixture import GaussianMixture
 from ..quadrature import expect_mixture
-from ._runner import _bar, time_fn
+from ._runner import progress_bar, time_fn
 
 __all__ = ["bench_lda", "format_lda"]
 
@@ -33,7 +33,7 @@ def bench_lda(*, quick: bool = False, repeats: int = 3, order: int | None = None
     order = order or lda.DEFAULT_ORDER
     th0 = lda.table3_start("theta2", prob)
     lr = 1e-4
-    bar = _bar("lda", progress, total=3)  # scan, Python loop, autodiff baseline
+    bar = progress_bar("lda", progress, total=3)  # scan, Python loop, autodiff baseline
     t0 = time.perf_counter()
     jax.block_until_ready(lda.gradient_descent(prob, th0, lr, steps, record_every=steps,
                                                order=order, progress=False))

@@ -10,7 +10,13 @@ import numpy as np
 from .._xla import jit_long
 from ..mixture import GaussianMixture
 from ..operators import online_softmax, softmax_limit_blocked
-from ._runner import MEMORY_SAFETY, _bar, _compiled, available_memory_bytes, time_fn
+from ._runner import (
+    MEMORY_SAFETY,
+    available_memory_bytes,
+    compiled_with_memory,
+    progress_bar,
+    time_fn,
+)
 
 __all__ = ["bench_operator", "format_operator"]
 
@@ -72,7 +78,7 @@ def bench_operator(*, quick: bool = False, repeats: int = 5, dtype=jnp.float32,
     n, d = int(queries), 16
     L = int(tokens or (10**5 if quick else 10**6))
     chunks = tuple(c for c in chunks if c <= L) or (L,)
-    bar = _bar("operator", progress, total=3 + 2 * len(chunks))
+    bar = progress_bar("operator", progress, total=3 + 2 * len(chunks))
 
     # closed form
     K, dc = 16, 32
@@ -94,10 +100,11 @@ def bench_operator(*, quick: bool = False, repeats: int = 5, dtype=jnp.float32,
     Vd = jnp.eye(d, dtype=dtype)
     op, xb = {}, {}
     for c in chunks:
-        f, mem = _compiled(lambda t_, u_, c=c: online_softmax(t_, u_, Vd, chunk=c)[0], toks, u)
+        f, mem = compiled_with_memory(lambda t_, u_, c=c: online_softmax(t_, u_, Vd, chunk=c)[0],
+                                      toks, u)
         op[c] = (time_fn(f, toks, u, repeats=repeats), mem, f)
         bar.update()
-        g, mem = _compiled(lambda t_, u_, c=c: _exp_bound(t_, u_, Vd, chunk=c), toks, u)
+        g, mem = compiled_with_memory(lambda t_, u_, c=c: _exp_bound(t_, u_, Vd, chunk=c), toks, u)
         xb[c] = (time_fn(g, toks, u, repeats=repeats), mem)
         bar.update()
     best = min(op, key=lambda c: op[c][0])
@@ -127,7 +134,7 @@ def bench_operator(*, quick: bool = False, repeats: int = 5, dtype=jnp.float32,
     Lx = L
     while True:
         tx = toks[:Lx]
-        g, mem = _compiled(lambda t_, u_: _xla_attention(t_, u_, Vd), tx, u)
+        g, mem = compiled_with_memory(lambda t_, u_: _xla_attention(t_, u_, Vd), tx, u)
         if MEMORY_SAFETY * mem <= have:
             break
         tried["not_run"].append({"tokens": Lx, "temp_bytes": mem})
@@ -138,7 +145,7 @@ def bench_operator(*, quick: bool = False, repeats: int = 5, dtype=jnp.float32,
         Lx //= 2
     if g is not None:
         cx = min(best, Lx)
-        f, mem_op = (op[best][2], op[best][1]) if Lx == L else _compiled(
+        f, mem_op = (op[best][2], op[best][1]) if Lx == L else compiled_with_memory(
             lambda t_, u_: online_softmax(t_, u_, Vd, chunk=cx)[0], tx, u)
         t_x = time_fn(g, tx, u, repeats=repeats)
         t_o = t_op if Lx == L else time_fn(f, tx, u, repeats=repeats)

@@ -9,7 +9,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import gma as _gma
-from .gma import GMA_FORMS, SLOPE_MIN_N, SPREAD, _slope_key, fit_ranges, run_spread
+from .gma import GMA_FORMS, SLOPE_MIN_N, SPREAD, fit_ranges, run_spread, slope_key
 
 __all__ = ["plot_gma", "BENCH_FIGURES", "BenchFigure", "bench_figures_index"]
 
@@ -20,7 +20,7 @@ def _label(method, K, slopes, metric) -> str:
     """Legend entry: the method and its slopes ± SE, one per form fitted."""
     parts = []
     for form in ("unfused", "fused", ""):
-        v = slopes.get(_slope_key(method, K or None, form, metric))
+        v = slopes.get(slope_key(method, K or None, form, metric))
         if v:
             se = (" (2 sizes, no SE)" if v["se"] is None else
                   " ± <0.01" if v["se"] < 0.005 else f" ± {v['se']:.2f}")

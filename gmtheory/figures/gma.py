@@ -21,7 +21,7 @@ MIXER_STYLE = {
 }
 
 
-def _style(m):
+def mixer_style(m):
     return MIXER_STYLE.get(str(m), ("0.3", "o", str(m)))
 
 
@@ -34,7 +34,7 @@ def _recall_curves(ax, a, t, mixers):
     seeds, each seed a thin line; returns the largest value drawn."""
     top = float(np.max(a[f"{t}/{mixers[0]}/chance"]))
     for m in mixers:
-        c, mk, lab = _style(m)
+        c, mk, lab = mixer_style(m)
         curve = np.asarray(a[f"{t}/{m}/acc_curve"])[0]          # (seeds, records)
         steps = np.asarray(a[f"{t}/{m}/steps"])[0]
         mu, se = mean_se(curve, axis=0)
@@ -90,7 +90,7 @@ def draw_recall(a, meta):
         off = np.linspace(-0.04, 0.04, len(mixers))
         top = float(np.max(a[f"{t}/{mixers[0]}/chance"]))     # the y-range the data need
         for j, m in enumerate(mixers):
-            c, mk, lab = _style(m)
+            c, mk, lab = mixer_style(m)
             acc = a[f"{t}/{m}/acc"]                        # (lengths, seeds)
             mu, se = mean_se(acc, axis=1)
             x = N * np.exp(off[j])
@@ -134,7 +134,7 @@ def draw_lm(a, meta):
                                                                      strict=True)))
     init = []
     for m in mixers:
-        c, mk, lab = _style(m)
+        c, mk, lab = mixer_style(m)
         bpb = a[f"{m}/val_bpb"]                            # (seeds, records)
         steps = a[f"{m}/steps"]
         mu, se = mean_se(bpb, axis=0)
@@ -174,8 +174,8 @@ def _gmm_bar(ax, x, v, w, col, lab):
 
 
 def _gmm_classify(ax, a, d, cases, order, label):
-    bars = [("trained softmax (L = {L})", "softmax/acc", _style("softmax")[0]),
-            ("trained GMA (L = {L})", "gma/acc", _style("gma")[0]),
+    bars = [("trained softmax (L = {L})", "softmax/acc", mixer_style("softmax")[0]),
+            ("trained GMA (L = {L})", "gma/acc", mixer_style("gma")[0]),
             ("trained GMA at L = ∞ (its infinite-prompt limit,\nGauss–Hermite "
              "quadrature)", "gma/acc_limit", "#E6A0C4"),
             ("softmax-attention limit (Prop. 2.1, L = ∞)", "acc_softmax_limit", "#56B4E9"),
@@ -208,7 +208,7 @@ def _gmm_denoise(ax, a, ds, mixers):
             ("mse_zero", "prior mean 0 (sep² + var)", "0.5", ":")]
     for i, d in enumerate(ds):
         for j, m in enumerate(mixers):
-            c, mk, lab = _style(m)
+            c, mk, lab = mixer_style(m)
             v = np.asarray(a[f"D/d{d}/{m}/mse"], float)
             mu, se = mean_se(v)
             x = i + (j - (len(mixers) - 1) / 2) * w
@@ -266,7 +266,7 @@ def draw_responsibilities(a, meta):
     ax = axes[0]
     share = np.sort(usage * K, axis=-1)[..., ::-1]       # usage / uniform share, sorted
     mu, se = mean_se(share.reshape(S * H, K), axis=0)
-    ax.bar(np.arange(1, K + 1), mu, yerr=se, color=_style("gma")[0], capsize=2,
+    ax.bar(np.arange(1, K + 1), mu, yerr=se, color=mixer_style("gma")[0], capsize=2,
            label=f"mean ± SE over {S} seeds × {H} heads")
     ax.axhline(1.0, color="k", ls="--", lw=1, label="uniform use (1 / K each)")
     ax.axhline(0.01, color="0.4", ls=":", lw=1, label="dead threshold (1 % of uniform)")

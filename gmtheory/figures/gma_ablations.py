@@ -11,7 +11,7 @@ import numpy as np
 
 from ..stats import mean_se
 from ._base import Figure, register_figure
-from .gma import _style
+from .gma import mixer_style
 
 
 def _bars(ax, labels, samples, colors):
@@ -44,8 +44,8 @@ def draw_ablations(a, meta):
     ax = axes[0]
     if "selective-copy/chance" in a:
         mixers = [str(m) for m in a["mixers"]]
-        _bars(ax, [_style(m)[2].split(" (")[0] for m in mixers],
-              [a[f"selective-copy/{m}/acc"] for m in mixers], [_style(m)[0] for m in mixers])
+        _bars(ax, [mixer_style(m)[2].split(" (")[0] for m in mixers],
+              [a[f"selective-copy/{m}/acc"] for m in mixers], [mixer_style(m)[0] for m in mixers])
         ax.axhline(float(a["selective-copy/chance"]), ls="--", c="0.4", label="chance")
         ax.set_ylabel("test accuracy at the marker positions")
         ax.legend(loc="lower right")

@@ -75,15 +75,21 @@ def unflatten(like: LDAParams, vec) -> LDAParams:
     return ravel_pytree(like)[1](vec)
 
 
-def _flat_eff(zeta: Effective):
+def flatten_effective(zeta: Effective):
+    """``zeta = (w, b, r, s)`` as one vector (the order of the effective Hessian)."""
     return jnp.concatenate([zeta.w, jnp.atleast_1d(zeta.b), jnp.atleast_1d(zeta.r), zeta.s])
+
+
+def unflatten_effective(v, d: int) -> Effective:
+    """The inverse of :func:`flatten_effective` in dimension ``d``."""
+    return Effective(v[:d], v[d], v[d + 1], v[d + 2:])
 
 
 @jax.jit
 def jacobian_phi(prob: LDAProblem, theta: LDAParams):
     """``D Phi(theta)`` as a (2d+2) x (d^2+2d+1) matrix (flat orders of ``zeta``, ``theta``)."""
     vec, unr = ravel_pytree(theta)
-    return jax.jacfwd(lambda v: _flat_eff(phi(prob, unr(v))))(vec)
+    return jax.jacfwd(lambda v: flatten_effective(phi(prob, unr(v))))(vec)
 
 
 @partial(jax.jit, static_argnames=("kind",))

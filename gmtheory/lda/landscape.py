@@ -13,7 +13,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from ..quadrature import gauss_hermite_nodes, sinh_trapezoid_rule
-from .effective import _flat_eff, jacobian_phi, phi
+from .effective import flatten_effective, jacobian_phi, phi
 from .problem import (
     DEFAULT_ORDER,
     GATE_NODES,
@@ -244,9 +244,9 @@ def hessian(prob: LDAProblem, theta: LDAParams, order: int = DEFAULT_ORDER,
     vec, unr = ravel_pytree(theta)
     zeta = phi(prob, theta)
     J = jacobian_phi(prob, theta)
-    g = _flat_eff(grad_eff(prob, zeta, order, form, gate_nodes))
+    g = flatten_effective(grad_eff(prob, zeta, order, form, gate_nodes))
     Hz = hess_eff(prob, zeta, order, form, gate_nodes)
-    H2 = jax.hessian(lambda v: g @ _flat_eff(phi(prob, unr(v))))(vec)
+    H2 = jax.hessian(lambda v: g @ flatten_effective(phi(prob, unr(v))))(vec)
     return J.T @ Hz @ J + H2
 
 

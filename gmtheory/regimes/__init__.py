@@ -136,7 +136,7 @@ def explore(problem, vary: dict | None = None, *, results_dir="simulations/resul
         try_claim,
     )
     from ..comparisons import Outcome
-    from .spec import _axes, sweep_points
+    from .spec import sweep_points, vary_axes
 
     if not jax.config.jax_enable_x64:
         # in float32 the closed forms differ from their second computations by ~1e-7, and
@@ -145,7 +145,7 @@ def explore(problem, vary: dict | None = None, *, results_dir="simulations/resul
                            "gmtheory.enable_x64() first (the gmtheory CLI does).")
     prob = _coerce(problem)
     if vary is not None:
-        prob = dataclasses.replace(prob, vary=_axes(vary, dataclasses.replace(prob, vary={}),
+        prob = dataclasses.replace(prob, vary=vary_axes(vary, dataclasses.replace(prob, vary={}),
                                                      "vary"))
     fp = source_fingerprint("gmtheory.regimes.run_point")
     base = {k: v for k, v in prob.as_dict().items() if k not in ("vary", "name")}

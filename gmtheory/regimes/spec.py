@@ -194,7 +194,7 @@ class Problem:
                    covs=tuple(tuple(map(tuple, ck)) for ck in c.tolist()), noise=noise,
                    labels=labels, L=L, vary={}, options=opts, seed=int(seed), name=str(name),
                    data=data)
-        axes = _axes(vary or {}, prob, source)
+        axes = vary_axes(vary or {}, prob, source)
         return dataclasses.replace(prob, vary=axes)
 
 
@@ -444,7 +444,8 @@ def _axis_values(spec, path, source):
     raise _err(source, path, f"expected a list of values or {{start, stop, num}}, got {spec!r}.")
 
 
-def _axes(raw, prob: Problem, source):
+def vary_axes(raw, prob: Problem, source):
+    """The validated ``vary`` table of a spec: axis name -> tuple of values."""
     if not isinstance(raw, dict):
         raise _err(source, "vary", "expected a table of axes.")
     out = {}

@@ -14,17 +14,17 @@ import numpy as np
 from .. import hermite, stats
 from ._base import SimConfig, Simulation, assemble_grid, grid, register
 from .icl_sims import (
-    _TARGET_INDEX,
-    _eff,
-    _gap_stats,
-    _gap_summary,
-    _log_distance_grid,
-    _pad,
-    _sweep_axes,
-    _sweep_grid,
-    _trials,
+    TARGET_INDEX,
+    effective_point,
     effective_sizes,
     equivalent_moments,
+    gap_stats,
+    gap_summary,
+    log_distance_grid,
+    padded_sizes,
+    sweep_axes,
+    sweep_grid,
+    trial_errors,
 )
 
 __all__ = ["EquivalenceConfig"]
@@ -51,14 +51,14 @@ def _lam_axes(cfg):
 
 
 def _eq_points(cfg):
-    unknown = sorted(set(cfg.lam_fs) - set(cfg.fs) - set(_TARGET_INDEX))
+    unknown = sorted(set(cfg.lam_fs) - set(cfg.fs) - set(TARGET_INDEX))
     if unknown:
         raise ValueError(f"lam_fs: unknown target {unknown[0]!r}; choose from "
-                         f"{sorted(_TARGET_INDEX)}.")
+                         f"{sorted(TARGET_INDEX)}.")
     if any(not v > 0 for v in cfg.lams) or not (cfg.lam_tau > 0 and cfg.lam_tau != 1):
         raise ValueError(f"lams, lam_tau: the ridge sweep needs lambda > 0 and tau > 0, "
                          f"tau != 1; got lams = {list(cfg.lams)}, lam_tau = {cfg.lam_tau}.")
-    main = grid(**_sweep_axes(cfg, "f", cfg.fs, "tau", cfg.taus),
+    main = grid(**sweep_axes(cfg, "f", cfg.fs, "tau", cfg.taus),
                 keep=lambda p: effective_sizes(p["d"], cfg.alpha, p["tau"], cfg.kappa)[1])
     # the ridge sweep: one tau near 1, several lambda (points carry "lam")
     ok = lambda p: effective_sizes(p["d"], cfg.alpha, cfg.lam_tau, cfg.kappa)[1]
@@ -74,12 +74,12 @@ def _eq_point(cfg, p, key):
     lam = p.get("lam", cfg.lam)
     # one padding per power of two of the prompt count, for the main sweep and the ridge
     # sweep alike: a few programs per d and target kind, no point padded 8x
-    pad = _pad(d, [(cfg.alpha, t, cfg.kappa) for t in (*cfg.taus, cfg.lam_tau)],
+    pad = padded_sizes(d, [(cfg.alpha, t, cfg.kappa) for t in (*cfg.taus, cfg.lam_tau)],
                at=(cfg.alpha, p["tau"], cfg.kappa))
-    nl = _trials(key, d, cfg.alpha, p["tau"], cfg.kappa, cfg.rho, lam, cfg.trials,
+    nl = trial_errors(key, d, cfg.alpha, p["tau"], cfg.kappa, cfg.rho, lam, cfg.trials,
                  target=name, mom=mom, pad=pad)["e_icl"]
     # the equivalent linear target c1 z + N(0, rho_eff), sampled exactly (O(1) context)
-    eq = _trials(key, d, cfg.alpha, p["tau"], cfg.kappa, mom["rho_eff"], lam,
+    eq = trial_errors(key, d, cfg.alpha, p["tau"], cfg.kappa, mom["rho_eff"], lam,
                  cfg.trials, mom=lin, pad=pad, scale=c1)["e_icl"]
     return {"nonlinear": nl, "equivalent": eq}
 
@@ -102,7 +102,7 @@ def _lam_sweep(cfg, points, res, ds):
         return {}
     sims = assemble_grid(points, res, axes, ("nonlinear", "equivalent"), fill=np.nan)
     moms = [equivalent_moments(name, cfg.rho) for name in cfg.lam_fs]
-    eff = [_eff(d, cfg.alpha, cfg.lam_tau, cfg.kappa)[:2] for d in cfg.ds]
+    eff = [effective_point(d, cfg.alpha, cfg.lam_tau, cfg.kappa)[:2] for d in cfg.ds]
     th = {r: np.array([[[_eq_theory(cfg, m, *e, lam=v, rescale=r) for v in cfg.lams]
                         for m in moms] for e in eff]) for r in (True, False)}
     out = {"lam_values": np.array(cfg.lams), "lam_fs": np.array(cfg.lam_fs),
@@ -145,22 +145,22 @@ def _eq_assemble(cfg, points, res):
     lam_out = _lam_sweep(cfg, [points[i] for i in lam_part], [res[i] for i in lam_part], ds)
     keep = [i for i, p in enumerate(points) if "lam" not in p]
     points, res = [points[i] for i in keep], [res[i] for i in keep]
-    grid = _log_distance_grid(0.1, 6.0, 60, closest=1e-3)
+    grid = log_distance_grid(0.1, 6.0, 60, closest=1e-3)
     moms = [equivalent_moments(name, cfg.rho) for name in cfg.fs]
     out = {"tau_grid": grid, "taus": np.array(cfg.taus), "ds": np.array(cfg.ds),
            "fs": np.array(cfg.fs),
            "theory": np.array([[_eq_theory(cfg, m, cfg.alpha, t) for t in grid] for m in moms]),
            "hermite": np.array([[m["c0"], m["c1"], m["m2"], m["rho_eff"]] for m in moms])}
-    th = np.array([[[_eq_theory(cfg, m, *_eff(d, cfg.alpha, t, cfg.kappa)[:2])
+    th = np.array([[[_eq_theory(cfg, m, *effective_point(d, cfg.alpha, t, cfg.kappa)[:2])
                      for t in cfg.taus] for m in moms] for d in cfg.ds])
-    alt = np.array([[[hermite.naive_alternative(m, *_eff(d, cfg.alpha, t, cfg.kappa)[:2],
+    alt = np.array([[[hermite.naive_alternative(m, *effective_point(d, cfg.alpha, t, cfg.kappa)[:2],
                                                 cfg.kappa, rho=cfg.rho, lam=cfg.lam)
                       for t in cfg.taus] for m in moms] for d in cfg.ds])
-    eq = _sweep_grid(cfg, points, res, "f", cfg.fs, "tau", cfg.taus, "equivalent")
+    eq = sweep_grid(cfg, points, res, "f", cfg.fs, "tau", cfg.taus, "equivalent")
     out["eq_mean"], out["eq_se"] = stats.mean_se(eq, axis=-1)
     out["equivalent"] = eq
-    nl = _sweep_grid(cfg, points, res, "f", cfg.fs, "tau", cfg.taus, "nonlinear")
-    out = _gap_stats(out, nl, th)
+    nl = sweep_grid(cfg, points, res, "f", cfg.fs, "tau", cfg.taus, "nonlinear")
+    out = gap_stats(out, nl, th)
     # the paired ratio nonlinear / equivalent-linear, trial by trial (same pool, same
     # queries), and its d -> inf limit under an O(1/d) bias
     out["ratio_mean"], out["ratio_se"] = stats.mean_se(nl / eq, axis=-1)
@@ -210,7 +210,7 @@ def _eq_summary(cfg, a):
                      f"{np.nanmax(g):+.3f}] (max |.|/SE {np.nanmax(np.abs(g) / gse):.2f}); "
                      f"against theory(lambda) unrescaled in [{np.nanmin(u):+.3f}, "
                      f"{np.nanmax(u):+.3f}] (max |.|/SE {np.nanmax(np.abs(u) / use):.2f})")
-    return lines + _gap_summary(cfg, a, "nonlinear e_f")
+    return lines + gap_summary(cfg, a, "nonlinear e_f")
 
 
 register(Simulation(

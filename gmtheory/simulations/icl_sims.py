@@ -24,7 +24,7 @@ __all__ = ["DoubleDescentConfig", "AlphaConfig", "GtaskConfig", "FiniteDConfig",
            "equivalent_moments", "effective_sizes"]
 
 
-def _pad(d, grid, at=None):
+def padded_sizes(d, grid, at=None):
     """``(k_max, n_max)`` over a sweep's ``(alpha, tau, kappa)`` points: one compilation.
     With ``at`` (the point's own ``(alpha, tau, kappa)``), each size is padded only to the
     next power of two (at most to the sweep's largest): a few compilations per d, and a
@@ -39,13 +39,13 @@ def _pad(d, grid, at=None):
     return bucket(k, k_max), bucket(n, n_max)
 
 
-def _trials(key, d, alpha, tau, kappa, rho, lam, trials, f=None, mom=None, pad=None,
+def trial_errors(key, d, alpha, tau, kappa, rho, lam, trials, f=None, mom=None, pad=None,
             scale=1.0, target=None):
     """e_ICL (and e_IDG) of ``trials`` pretraining runs, one jitted batch (sharded over
     devices); a nonlinear target ``f`` (or ``target``, the name of one of the equivalence's
     targets: one compilation for all of them) is evaluated with the exact nonlinear formula
     and ``mom`` (docs/topics/icl.md#the-nonlinearity-noise-equivalence)."""
-    sel = {} if target is None else {"targets": _JAX_TARGETS, "target": _TARGET_INDEX[target]}
+    sel = {} if target is None else {"targets": _JAX_TARGETS, "target": TARGET_INDEX[target]}
     e1, e2, _, G = icl.g_task_trials(key, d, alpha=alpha, tau=tau, kappa=kappa, rho=rho,
                                      lam=lam, trials=trials, f=f, pad_to=pad, scale=scale,
                                      **sel)
@@ -85,7 +85,7 @@ def effective_sizes(d: int, alpha: float, tau: float, kappa: float):
     return eff, ok
 
 
-def _sweep_axes(cfg, series_name, series, x_name, xs):
+def sweep_axes(cfg, series_name, series, x_name, xs):
     """The named axes (d, series, x) of a sweep; numbers as floats, names as they are."""
     val = lambda v: v if isinstance(v, str) else float(v)
     return {"d": [int(d) for d in cfg.ds], series_name: [val(s) for s in series],
@@ -95,17 +95,17 @@ def _sweep_axes(cfg, series_name, series, x_name, xs):
 def _sweep_points(cfg, series_name, series, x_name, xs, abc):
     """Points ``{d, series, x}`` whose sizes are within SIZE_TOL (``abc(s, x)`` gives the
     nominal ``(alpha, tau, kappa)``)."""
-    return grid(**_sweep_axes(cfg, series_name, series, x_name, xs),
+    return grid(**sweep_axes(cfg, series_name, series, x_name, xs),
                 keep=lambda p: effective_sizes(p["d"], *abc(p[series_name], p[x_name]))[1])
 
 
-def _sweep_grid(cfg, points, res, series_name, series, x_name, xs, field):
+def sweep_grid(cfg, points, res, series_name, series, x_name, xs, field):
     """Trials of ``field`` as an array (d, series, x, trials), NaN where not simulated."""
-    return assemble_grid(points, res, _sweep_axes(cfg, series_name, series, x_name, xs),
+    return assemble_grid(points, res, sweep_axes(cfg, series_name, series, x_name, xs),
                          (field,), fill=np.nan)[field]
 
 
-def _gap_stats(out, sims, theory_at):
+def gap_stats(out, sims, theory_at):
     """Mean, SE and the relative gap (sim - theory) / theory with its SE; the theory is
     evaluated at the simulated sizes (:func:`effective_sizes`)."""
     have = ~np.isnan(sims[..., 0])
@@ -117,7 +117,7 @@ def _gap_stats(out, sims, theory_at):
     return out
 
 
-def _gap_summary(cfg, a, label):
+def gap_summary(cfg, a, label):
     """Per d: mean and max |relative gap|, the points within 2 SE, and the ratio of the
     mean |gap| between successive d over the points simulated at both (O(1/d) predicts
     d_2/d_1)."""
@@ -142,7 +142,7 @@ def _gap_summary(cfg, a, label):
     return lines
 
 
-def _log_distance_grid(lo: float, hi: float, n: int, closest: float = 1e-4):
+def log_distance_grid(lo: float, hi: float, n: int, closest: float = 1e-4):
     """A tau grid on both sides of 1 with log-spaced distances ``closest .. `` from 1, so
     that a divergence at tau = 1 is drawn (not cut at the nearest grid point)."""
     left = 1 - np.geomspace(closest, 1 - lo, n)[::-1]
@@ -172,28 +172,30 @@ def _dd_points(cfg):
 
 
 def _dd_point(cfg, p, key):
-    pad = _pad(p["d"], [(cfg.alpha, t, cfg.kappa) for t in cfg.taus],
+    pad = padded_sizes(p["d"], [(cfg.alpha, t, cfg.kappa) for t in cfg.taus],
                at=(cfg.alpha, p["tau"], cfg.kappa))
-    r = _trials(key, p["d"], cfg.alpha, p["tau"], cfg.kappa, cfg.rho, p["lam"], cfg.trials,
+    r = trial_errors(key, p["d"], cfg.alpha, p["tau"], cfg.kappa, cfg.rho, p["lam"], cfg.trials,
                 pad=pad)
     return {"e": r["e_icl"]}
 
 
 def _dd_assemble(cfg, points, res):
-    grid = _log_distance_grid(0.1, 6.0, 90)
+    grid = log_distance_grid(0.1, 6.0, 90)
     out = {"tau_grid": grid, "taus": np.array(cfg.taus), "lams": np.array(cfg.lams),
            "ds": np.array(cfg.ds),
            "ridgeless": np.array([icl.e_icl_ridgeless(cfg.alpha, t, cfg.kappa, cfg.rho)
                                   for t in grid])}
     out["ridge"] = np.array([[icl.e_icl_ridge(cfg.alpha, t, cfg.kappa, cfg.rho, lam)
                               for t in grid] for lam in cfg.lams])
-    sims = _sweep_grid(cfg, points, res, "lam", cfg.lams, "tau", cfg.taus, "e")
-    th = np.array([[[icl.e_icl_ridge(*_eff(d, cfg.alpha, t, cfg.kappa), cfg.rho, lam)
+    sims = sweep_grid(cfg, points, res, "lam", cfg.lams, "tau", cfg.taus, "e")
+    th = np.array([[[icl.e_icl_ridge(*effective_point(d, cfg.alpha, t, cfg.kappa), cfg.rho, lam)
                      for t in cfg.taus] for lam in cfg.lams] for d in cfg.ds])
-    return _gap_stats(out, sims, th)
+    return gap_stats(out, sims, th)
 
 
-def _eff(d, alpha, tau, kappa):
+def effective_point(d, alpha, tau, kappa):
+    """The effective ``(alpha, tau, kappa)`` of the sizes a run at ``d`` simulates (the
+    first of :func:`effective_sizes`), at which the theory is evaluated."""
     return effective_sizes(d, alpha, tau, kappa)[0]
 
 
@@ -208,7 +210,7 @@ def _dd_summary(cfg, a):
             + ", ".join(f"lambda = {lam:g}: max {a['ridge'][j].max():.3g} at tau = "
                         f"{g[int(np.argmax(a['ridge'][j]))]:.3f}"
                         for j, lam in enumerate(cfg.lams)),
-            *_gap_summary(cfg, a, "e_ICL")]
+            *gap_summary(cfg, a, "e_ICL")]
 
 
 register(Simulation(
@@ -241,8 +243,8 @@ def _alpha_points(cfg):
 def _alpha_point(cfg, p, key):
     # one padding for the sweep (its points differ little in size; bucketing them cost
     # more compilation than it saved: 12.3 against 10.6 s cold on one core)
-    pad = _pad(p["d"], [(a, cfg.tau, k) for a in cfg.alphas for k in cfg.kappas])
-    return {"e": _trials(key, p["d"], p["alpha"], cfg.tau, p["kappa"], cfg.rho, cfg.lam,
+    pad = padded_sizes(p["d"], [(a, cfg.tau, k) for a in cfg.alphas for k in cfg.kappas])
+    return {"e": trial_errors(key, p["d"], p["alpha"], cfg.tau, p["kappa"], cfg.rho, cfg.lam,
                          cfg.trials, pad=pad)["e_icl"]}
 
 
@@ -253,10 +255,10 @@ def _alpha_assemble(cfg, points, res):
            "ds": np.array(cfg.ds),
            "theory": np.array([[icl.e_icl_ridge(a, cfg.tau, k, cfg.rho, cfg.lam) for a in grid]
                                for k in cfg.kappas])}
-    sims = _sweep_grid(cfg, points, res, "kappa", cfg.kappas, "alpha", cfg.alphas, "e")
-    th = np.array([[[icl.e_icl_ridge(*_eff(d, a, cfg.tau, k), cfg.rho, cfg.lam)
+    sims = sweep_grid(cfg, points, res, "kappa", cfg.kappas, "alpha", cfg.alphas, "e")
+    th = np.array([[[icl.e_icl_ridge(*effective_point(d, a, cfg.tau, k), cfg.rho, cfg.lam)
                      for a in cfg.alphas] for k in cfg.kappas] for d in cfg.ds])
-    return _gap_stats(out, sims, th)
+    return gap_stats(out, sims, th)
 
 
 def _alpha_summary(cfg, a):
@@ -274,7 +276,7 @@ def _alpha_summary(cfg, a):
             f"last / min = {sm[m, -1] / np.nanmin(sm[m]):.2f}" for m, d in enumerate(cfg.ds))
         lines.append(f"kappa = {k}: theory minimum at alpha = {a['alpha_grid'][j]:.2f} "
                      f"(e = {th[j]:.3f}), {shape}; {sims}")
-    return lines + _gap_summary(cfg, a, "e_ICL")
+    return lines + gap_summary(cfg, a, "e_ICL")
 
 
 register(Simulation(
@@ -306,9 +308,9 @@ def _gtask_points(cfg):
 
 def _gtask_point(cfg, p, key):
     d, a, k = p["d"], p["alpha"], p["kappa"]
-    pad = _pad(d, [(al, 0.2 * al, kk) for al in cfg.alphas for kk in cfg.kappas
+    pad = padded_sizes(d, [(al, 0.2 * al, kk) for al in cfg.alphas for kk in cfg.kappas
                    if effective_sizes(d, al, 0.2 * al, kk)[1]])
-    r = _trials(key, d, a, 0.2 * a, k, cfg.rho, cfg.lam, cfg.trials, pad=pad)
+    r = trial_errors(key, d, a, 0.2 * a, k, cfg.rho, cfg.lam, cfg.trials, pad=pad)
     out = {"g": r["e_icl"] - r["e_idg"]}
     if d == max(cfg.ds):   # dMMSE (no d -> inf theory to compare with): the largest d only
         ell, kk, _ = icl.sizes(d, a, 0.2 * a, k)
@@ -328,8 +330,8 @@ def _gtask_assemble(cfg, points, res):
            "ds": np.array(cfg.ds),
            "theory": np.array([[icl.g_task_ridgeless(a, 0.2 * a, k, cfg.rho) for k in grid]
                                for a in cfg.alphas])}
-    sims = _sweep_grid(cfg, points, res, "alpha", cfg.alphas, "kappa", cfg.kappas, "g")
-    th = np.array([[[icl.g_task_ridgeless(*_eff(d, a, 0.2 * a, k), cfg.rho)
+    sims = sweep_grid(cfg, points, res, "alpha", cfg.alphas, "kappa", cfg.kappas, "g")
+    th = np.array([[[icl.g_task_ridgeless(*effective_point(d, a, 0.2 * a, k), cfg.rho)
                      for k in cfg.kappas] for a in cfg.alphas] for d in cfg.ds])
     dm = np.full((len(cfg.alphas), len(cfg.kappas), 2), np.nan)
     for p, r in zip(points, res, strict=True):
@@ -338,7 +340,7 @@ def _gtask_assemble(cfg, points, res):
                 r["dmmse"]
     out.update(dmmse_mean=dm[..., 0], dmmse_se=dm[..., 1], dmmse_d=np.array(max(cfg.ds)))
     out.update(_authors_quick_figure())
-    return _gap_stats(out, sims, th)
+    return gap_stats(out, sims, th)
 
 
 def _authors_quick_figure():
@@ -384,7 +386,7 @@ def _gtask_summary(cfg, a):
     if skipped:
         lines.append(f"not simulated (rounding n = round(tau d^2/k) k moves tau or kappa by more "
                      f"than {SIZE_TOL:.0%}): " + "; ".join(skipped))
-    return lines + _gap_summary(cfg, a, "g_task")
+    return lines + gap_summary(cfg, a, "g_task")
 
 
 register(Simulation(
@@ -404,7 +406,7 @@ _JAX_FS = {"relu": lambda z: jax.numpy.maximum(z, 0.0), "sign": jax.numpy.sign,
 
 
 _JAX_TARGETS = tuple(_JAX_FS.values())           # one compiled program for every target
-_TARGET_INDEX = {name: i for i, name in enumerate(_JAX_FS)}
+TARGET_INDEX = {name: i for i, name in enumerate(_JAX_FS)}
 
 
 def _np_and_jax(name):
@@ -434,7 +436,7 @@ class FiniteDConfig(SimConfig):
 
 
 def _fd_point(cfg, p, key):
-    return {"e": _trials(key, p["d"], cfg.alpha, cfg.tau, cfg.kappa, cfg.rho, cfg.lam,
+    return {"e": trial_errors(key, p["d"], cfg.alpha, cfg.tau, cfg.kappa, cfg.rho, cfg.lam,
                          cfg.trials)["e_icl"]}
 
 

@@ -12,7 +12,7 @@ goes through :func:`gmtheory.training.train`, every quasi-Newton fit through
 :func:`gmtheory.training.minimize_lbfgs`.
 
 Compilation, not arithmetic, is most of a cold run of these checks.  Small random inputs
-are therefore drawn by one compiled program (:func:`_normal`, :func:`_uniform`: the first
+are therefore drawn by one compiled program (:func:`normal_draws`, :func:`_uniform`: the first
 ``n`` values of a counter-based draw of 4096 are the draw of ``n``, so the numbers are
 those of ``jax.random.normal(key, shape)``), small algebra on them runs in NumPy, the
 ``gmtheory.lda`` functions are compiled once per shape and shared by the checks, and a loop
@@ -31,6 +31,8 @@ import scipy.linalg
 
 from .. import lda
 from ..comparisons import equivalence, largest, smallest
+from ..lda.effective import flatten_effective as _flat
+from ..lda.effective import unflatten_effective as _unflat
 from ..operators import softmax_attention, softmax_attention_limit
 from ..problems import stream_key
 from ..quadrature import gauss_hermite_rule
@@ -54,7 +56,7 @@ LBFGS_ORDER = 48   # GH order of the L-BFGS objectives of check 12 (end points: 
 _DRAW = 4096
 
 
-def _normal(key, shape=(), scale=1.0):
+def normal_draws(key, shape=(), scale=1.0):
     """``scale * jax.random.normal(key, shape)`` as a NumPy array, for up to 4096 values
     through one compiled program (threefry is counter-based: a draw of ``n`` values is the
     first ``n`` of a draw of 4096; each new shape would otherwise compile its own)."""
@@ -68,7 +70,7 @@ def _normal(key, shape=(), scale=1.0):
 
 def _uniform(key, shape=(), minval=0.0, maxval=1.0):
     """``jax.random.uniform(key, shape, minval=, maxval=)`` as a NumPy array (as
-    :func:`_normal`)."""
+    :func:`normal_draws`)."""
     n = int(np.prod(shape))
     if n > _DRAW:
         return np.asarray(jax.random.uniform(key, shape, minval=minval, maxval=maxval))
@@ -76,24 +78,24 @@ def _uniform(key, shape=(), minval=0.0, maxval=1.0):
     return np.asarray(u)[:n].reshape(shape)
 
 
-def _random_problem(key, d, pi=None, symmetric=False):
+def random_problem(key, d, pi=None, symmetric=False):
     k1, k2, k3, k4 = jax.random.split(key, 4)
-    A = _normal(k1, (d, d))
+    A = normal_draws(k1, (d, d))
     cov = A @ A.T / d + 0.5 * np.eye(d)
-    m_pos = _normal(k2, (d,))
-    m_neg = -m_pos if symmetric else _normal(k3, (d,))
+    m_pos = normal_draws(k2, (d,))
+    m_neg = -m_pos if symmetric else normal_draws(k3, (d,))
     if pi is None:
         pi = float(_uniform(k4, minval=0.2, maxval=0.8))
     return lda.LDAProblem(m_pos, m_neg, cov, pi)
 
 
-def _random_theta(key, d, scale=1.0):
+def random_theta(key, d, scale=1.0):
     k = jax.random.split(key, 4)
-    return lda.LDAParams(*(jnp.asarray(_normal(k[i], s, scale))
+    return lda.LDAParams(*(jnp.asarray(normal_draws(k[i], s, scale))
                            for i, s in enumerate(((d, d), (d,), (d,), ()))))
 
 
-def _tensor_risk(prob, score, order=48):
+def tensor_risk(prob, score, order=48):
     """``sum_c pi_c E_c softplus(-c score(X))`` on a fixed x-space tensor GH grid."""
     t, om = gauss_hermite_rule(order, prob.d)
     out = 0.0
@@ -103,29 +105,21 @@ def _tensor_risk(prob, score, order=48):
     return out
 
 
-def _flat(z):
-    return jnp.concatenate([z.w, jnp.atleast_1d(z.b), jnp.atleast_1d(z.r), z.s])
-
-
-def _unflat(v, d):
-    return lda.Effective(v[:d], v[d], v[d + 1], v[d + 2:])
-
-
-def _null_basis(M, rtol=1e-7):
+def null_basis(M, rtol=1e-7):
     """Orthonormal basis of the numerical kernel of a matrix (singular values <= rtol max)."""
     u, s, vt = np.linalg.svd(np.asarray(M))
     rank = int(np.sum(s > rtol * s[0]))
     return vt[rank:].T, rank
 
 
-def _sym_kernel(H, rtol=1e-9):
+def sym_kernel(H, rtol=1e-9):
     ev, vec = np.linalg.eigh(np.asarray(H))
     scale = np.max(np.abs(ev))
     zero = np.abs(ev) <= rtol * scale
     return vec[:, zero], int(zero.sum()), int(np.sum(ev > rtol * scale)), ev
 
 
-def _max_angle(A, B):
+def max_angle(A, B):
     if A.shape[1] != B.shape[1]:
         return np.pi / 2
     if A.shape[1] == 0:
@@ -141,13 +135,13 @@ def random_theta1(key, prob):
     dm = m_pos - m_neg
     for i in range(100):   # keep |kappa| in [1/3, 3] so that the point is well conditioned
         k1, k2 = jax.random.split(jax.random.fold_in(key, i))
-        U0 = _normal(k1, (prob.d, prob.d))
+        U0 = normal_draws(k1, (prob.d, prob.d))
         v0 = np.linalg.solve(U0 @ cov, w)
         kappa = float(b / (v0 @ (0.5 * (m_pos + m_neg))))
         if 1 / 3 <= abs(kappa) <= 3:
             break
     U11, v21 = U0 / kappa, kappa * v0
-    s = _normal(k2, (prob.d,))
+    s = normal_draws(k2, (prob.d,))
     return lda.LDAParams(*(jnp.asarray(a) for a in (U11, 0.5 * (s - U11 @ dm), v21,
                                                     -0.5 * v21 @ dm)))
 
@@ -180,13 +174,13 @@ def check_07():
     errs, vec_errs = [], []
     for d in (2, 3):
         key = stream_key(SEED, f"c7-{d}")
-        prob = _random_problem(key, d)
+        prob = random_problem(key, d)
         mix = lda.label_augmented_mixture(prob)
         k = jax.random.split(jax.random.fold_in(key, 1), 3)
-        U = _normal(k[0], (d + 1, d + 1), 0.4)
-        V = _normal(k[1], (d + 1, d + 1))
+        U = normal_draws(k[0], (d + 1, d + 1), 0.4)
+        V = normal_draws(k[1], (d + 1, d + 1))
         th = lda.params_from_matrices(U, V)
-        xs = _normal(k[2], (20, d))
+        xs = normal_draws(k[2], (20, d))
         # the 20 queries (x, y) of each y at once
         tok = lambda y, xs=xs: np.concatenate([xs, np.full((len(xs), 1), y)], 1)
         errs += _row_rel(np.asarray(softmax_attention_limit(mix, U, V, tok(0.0)))[:, -1:],
@@ -233,8 +227,8 @@ def check_08():
     err = largest()
     for d in (2, 3, 7):
         key = stream_key(SEED, f"c8-{d}")
-        prob = _random_problem(key, d)
-        x = _normal(jax.random.fold_in(key, 1), (200, d), 2.0)
+        prob = random_problem(key, d)
+        x = normal_draws(jax.random.fold_in(key, 1), (200, d), 2.0)
         w, b = (np.asarray(a) for a in lda.bayes_score(prob))
         pi, m_pos, m_neg, cov = (np.asarray(a) for a in (prob.pi_pos, prob.m_pos, prob.m_neg,
                                                          prob.cov))
@@ -257,12 +251,12 @@ def check_09():
     key = stream_key(SEED, "c9")
     e3 = np.eye(3)
     cases = {
-        "case1": _random_problem(jax.random.fold_in(key, 1), 3, pi=0.3),
-        "case2a": _random_problem(jax.random.fold_in(key, 2), 3, pi=0.5),
+        "case1": random_problem(jax.random.fold_in(key, 1), 3, pi=0.3),
+        "case2a": random_problem(jax.random.fold_in(key, 2), 3, pi=0.5),
         "case2a_bstar0": lda.LDAProblem(e3[0], e3[1], e3, 0.5),
-        "case2b": _random_problem(jax.random.fold_in(key, 3), 3, pi=0.5, symmetric=True),
+        "case2b": random_problem(jax.random.fold_in(key, 3), 3, pi=0.5, symmetric=True),
     }
-    x = _normal(jax.random.fold_in(key, 4), (1000, 3), 3.0)
+    x = normal_draws(jax.random.fold_in(key, 4), (1000, 3), 3.0)
     det = {}
     for name, prob in cases.items():
         th = lda.bayes_parameters(prob)
@@ -296,10 +290,10 @@ def check_10():
     worst_deriv, min_increase = largest(), smallest()
     for i in range(10):
         k = jax.random.split(jax.random.fold_in(key, i), 3)
-        a, q, c = _normal(k[0], (2,)), _normal(k[1], (2,)), _normal(k[2])
+        a, q, c = normal_draws(k[0], (2,)), normal_draws(k[1], (2,)), normal_draws(k[2])
         h = (lambda x, a=a, c=c: x @ a + c) if i % 2 == 0 else \
             (lambda x, q=q, c=c: jax.nn.sigmoid(x @ q + c))
-        R = lambda eps, h=h: _tensor_risk(prob, lambda x: x @ w + b + eps * h(x), order=60)
+        R = lambda eps, h=h: tensor_risk(prob, lambda x: x @ w + b + eps * h(x), order=60)
         r0 = R(0.0)
         deriv = float(jax.grad(R)(0.0))
         worst_deriv = largest(worst_deriv, abs(deriv))
@@ -326,7 +320,7 @@ def _c11_core(prob, th, order):
     d = prob.d
     vec, unr = lda.flatten(th)
     g_an = lda.flatten(lda.grad(prob, th))[0]
-    g_ad = jax.grad(lambda v: _tensor_risk(prob, lambda x: lda.predictor(prob, unr(v), x),
+    g_ad = jax.grad(lambda v: tensor_risk(prob, lambda x: lda.predictor(prob, unr(v), x),
                                            order))(vec)
     h = 1e-5
     steps = h * jnp.eye(vec.size)
@@ -349,8 +343,8 @@ def check_11():
     det = {}
     for d in (2, 3):
         key = stream_key(SEED, f"c11-{d}")
-        prob = _random_problem(key, d)
-        th = _random_theta(jax.random.fold_in(key, 1), d, scale=0.5 if d == 2 else 0.3)
+        prob = random_problem(key, d)
+        th = random_theta(jax.random.fold_in(key, 1), d, scale=0.5 if d == 2 else 0.3)
         g_an, g_ad, g_fd, chain, ge, ge_fd = _c11_core(prob, th, 48 if d == 2 else 40)
         det[f"d{d}"] = {"autodiff_tensor": _rel(g_an, g_ad), "finite_diff": _rel(g_an, g_fd),
                         "chain_rule": _rel(g_an, chain), "effective_vs_autodiff": _rel(ge, ge_fd)}

@@ -14,6 +14,8 @@ from scipy.special import expit
 
 from .. import lda, stats
 from ..comparisons import largest
+from ..lda.effective import flatten_effective as _flat
+from ..lda.effective import unflatten_effective as _unflat
 from ..problems import stream_key
 from ..quadrature import gauss_hermite_rule
 from ..training import minimize_lbfgs
@@ -28,16 +30,14 @@ from ._registry import rel_error as _rel
 from .lda_checks import (
     LBFGS_ORDER,
     SEED,
-    _flat,
-    _max_angle,
-    _normal,
-    _null_basis,
-    _random_problem,
-    _random_theta,
-    _sym_kernel,
-    _tensor_risk,
-    _unflat,
+    max_angle,
+    normal_draws,
+    null_basis,
+    random_problem,
+    random_theta,
     random_theta1,
+    sym_kernel,
+    tensor_risk,
 )
 
 # ---------------------------------------------------------------- check 12 ------------
@@ -88,8 +88,8 @@ def check_12():
     a_excess, a_grad = largest(), largest()
     for i in range(10):
         k1, k2 = jax.random.split(jax.random.fold_in(key, i))
-        s = _normal(k1, (d,))
-        r = _normal(k2, (), 3.0)
+        s = normal_draws(k1, (d,))
+        r = normal_draws(k2, (), 3.0)
         for z in (lda.Effective(w, b, jnp.zeros(()), s),
                   lda.Effective(w, b - r * p, r, jnp.zeros(d))):
             a_excess = largest(a_excess, abs(float(lda.risk_eff(prob, z)) - Rs))
@@ -100,7 +100,7 @@ def check_12():
     def slice_risk(u, s):
         return lda.risk_eff(prob, lda.Effective(u[:d], u[d], u[d + 1], s), LBFGS_ORDER)
 
-    S = [_normal(jax.random.fold_in(key, 100 + i), (d,), 2.0) for i in range(20)]
+    S = [normal_draws(jax.random.fold_in(key, 100 + i), (d,), 2.0) for i in range(20)]
     # start at w = (0.1, 0.1), not 0: the projected rule's QR has no derivative at w = 0
     worst_b = largest()
     for s_i in S:
@@ -119,7 +119,7 @@ def check_12():
     dists = jax.jit(lambda v: (lda.dist_E1(prob, _unflat(v, d)), lda.dist_E2(prob, _unflat(v, d))))
     rows, rows_x = [], []
     for i in range(50):
-        v0 = _normal(jax.random.fold_in(key, 200 + i), (2 * d + 2,), 2.0)
+        v0 = normal_draws(jax.random.fold_in(key, 200 + i), (2 * d + 2,), 2.0)
         x = minimize_lbfgs(full_risk, v0, maxiter=3000, gtol=1e-11, ftol=0.0).x
         rows_x.append(np.asarray(x))
         dE1, dE2 = dists(x)
@@ -207,14 +207,14 @@ def check_13():
     det, counts, relation = {}, [], largest()
     for d in (2, 3, 5):
         key = stream_key(SEED, f"c13-{d}")
-        prob = _random_problem(key, d)
-        sym = _random_problem(key, d, symmetric=True)
-        th = _random_theta(jax.random.fold_in(key, 1), d)
+        prob = random_problem(key, d)
+        sym = random_problem(key, d, symmetric=True)
+        th = random_theta(jax.random.fold_in(key, 1), d)
         th0 = th._replace(v21=np.zeros(d))
-        r_gen = _null_basis(lda.jacobian_phi(prob, th), 1e-9)[1]
-        r_v0 = _null_basis(lda.jacobian_phi(prob, th0), 1e-9)[1]
+        r_gen = null_basis(lda.jacobian_phi(prob, th), 1e-9)[1]
+        r_v0 = null_basis(lda.jacobian_phi(prob, th0), 1e-9)[1]
         J = np.asarray(lda.jacobian_phi(sym, th))
-        r_sym = _null_basis(J, 1e-9)[1]
+        r_sym = null_basis(J, 1e-9)[1]
         rel = float(np.max(np.abs(2 * J[d] + J[d + 1])))
         relation = largest(relation, rel)
         det[f"d{d}"] = {"rank_generic": r_gen, "rank_v21_zero": r_v0, "rank_symmetric": r_sym,
@@ -237,7 +237,7 @@ def check_13():
 def _tensor_hessian(prob, th):
     """Autodiff Hessian (flat order of theta) of the x-space tensor-GH risk of f_theta."""
     vec, unr = lda.flatten(th)
-    return jax.hessian(lambda v: _tensor_risk(prob, lambda x: lda.predictor(prob, unr(v), x)))(
+    return jax.hessian(lambda v: tensor_risk(prob, lambda x: lda.predictor(prob, unr(v), x)))(
         vec)
 
 
@@ -273,7 +273,7 @@ def check_14():
     pred = -2 * float(gw @ gw) * float(np.sum((cov @ dv21) ** 2))
     # GD from random starts (C1 itself), the six starts batched in one training run
     Rs = float(lda.bayes_risk(c1))
-    starts = [_random_theta(stream_key(SEED, f"c14-{i}"), d, scale=0.5) for i in range(6)]
+    starts = [random_theta(stream_key(SEED, f"c14-{i}"), d, scale=0.5) for i in range(6)]
 
     def metrics(th, p):
         z = lda.phi(p, th)
@@ -363,7 +363,7 @@ def check_15():
     Rv = np.array([100.0, 1000.0, 10000.0])
     det, comps = {}, []
     for name, c in (("c_11", jnp.array([1.0, 1.0])),
-                    ("c_random", jnp.asarray(_normal(stream_key(SEED, "c15"), (2,))))):
+                    ("c_random", jnp.asarray(normal_draws(stream_key(SEED, "c15"), (2,))))):
         EcX2 = float(sum(pc * ((c @ m) ** 2 + c @ prob.cov @ c)
                          for pc, m in ((p, prob.m_pos), (1 - p, prob.m_neg))))
         limit = 0.5 * abs(sig2) * EcX2
@@ -452,12 +452,12 @@ def check_16():
     worst_fd = worst_b12 = worst_ang = largest()
     for d in (2, 3):
         key = stream_key(SEED, f"c16-{d}")
-        prob = _random_problem(key, d)
+        prob = random_problem(key, d)
         w, b = (np.asarray(a) for a in lda.bayes_score(prob))
         pi = float(prob.pi_pos)
         p = float(expit(np.log(pi) - np.log1p(-pi)))          # sigma(s0)
         dp = p * (1 - p)
-        s = _normal(jax.random.fold_in(key, 1), (d,))
+        s = normal_draws(jax.random.fold_in(key, 1), (d,))
         r = 1.7
         z0 = np.zeros(())
         I = np.eye(2 * d + 2)
@@ -473,8 +473,8 @@ def check_16():
             # the Hessian, FD of the analytic gradient, and Prop. B.12's form at E_1
             H, H_fd, form = (np.asarray(a) for a in _c16_core(
                 prob, jnp.asarray(np.concatenate([np.ravel(a) for a in z])), 40 if d == 2 else 20))
-            basis, nul, pos, _ = _sym_kernel(H)
-            ang = _max_angle(basis, np.linalg.qr(kern)[0])
+            basis, nul, pos, _ = sym_kernel(H)
+            ang = max_angle(basis, np.linalg.qr(kern)[0])
             fd = _rel(H, H_fd)
             b12 = _rel(H, form)
             want = d if name == "E1_s_nonzero" else d + 1
@@ -504,7 +504,7 @@ def check_16():
 
 def _hessian_spectrum(prob, th, order):
     H = lda.hessian(prob, th, order=order, form="eta")
-    basis, nul, pos, ev = _sym_kernel(H)
+    basis, nul, pos, ev = sym_kernel(H)
     return H, basis, nul, pos, ev
 
 
@@ -520,7 +520,7 @@ def check_17():
     pts = {"C1_theta1": (c1, lda.table3_start("theta1", c1))}
     for i in range(2):
         key = stream_key(SEED, f"c17-{i}")
-        prob = _random_problem(key, 3, pi=0.3)
+        prob = random_problem(key, 3, pi=0.3)
         pts[f"d3_random_{i}"] = (prob, random_theta1(jax.random.fold_in(key, 1), prob))
     det, comps, worst, worst_ex = {}, [], largest(), largest()
     why = "eigenvalues with |lambda| <= 1e-9 lambda_max are zero (eta-form Hessian: exact " \
@@ -530,8 +530,8 @@ def check_17():
         Rs = float(lda.bayes_risk(prob))
         order = 64 if d == 2 else 40   # eta form: exact at Bayes points (lda.grad_eff)
         _, basis, nul, pos, ev = _hessian_spectrum(prob, th, order)
-        kerDC, _ = _null_basis(np.asarray(lda.jacobian_phi(prob, th))[: d + 2], 1e-10)
-        ang = _max_angle(basis, kerDC)
+        kerDC, _ = null_basis(np.asarray(lda.jacobian_phi(prob, th))[: d + 2], 1e-10)
+        ang = max_angle(basis, kerDC)
         excess = float(lda.risk(prob, th, order=order)) - Rs
         det[name] = {"nullity": nul, "expected_nullity": d * d + d - 1, "positive": pos,
                      "angle_ker_H_ker_DC": ang, "excess": excess,
@@ -561,13 +561,13 @@ def check_18():
     c1 = lda.config("C1")
     pts = {"C1_theta2": (c1, lda.table3_start("theta2", c1))}
     for i in range(2):
-        prob = _random_problem(stream_key(SEED, f"c18-{i}"), 3, pi=0.35)
+        prob = random_problem(stream_key(SEED, f"c18-{i}"), 3, pi=0.35)
         pts[f"d3_lemma_b3_{i}"] = (prob, lda.bayes_parameters(prob))
     det, comps = {}, []
     for name, (prob, th) in pts.items():
         d = prob.d
         _, _, nul, pos, _ = _hessian_spectrum(prob, th, 64 if prob.d == 2 else 40)
-        _, rank = _null_basis(lda.jacobian_phi(prob, th), 1e-10)
+        _, rank = null_basis(lda.jacobian_phi(prob, th), 1e-10)
         ker_dphi = d * d + 2 * d + 1 - rank
         z = lda.phi(prob, th)
         det[name] = {"nullity": nul, "positive": pos, "dim_ker_DPhi": ker_dphi,

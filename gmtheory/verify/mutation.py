@@ -134,9 +134,9 @@ def _load_everything() -> None:
     """Import every module whose code a check may run, so that :func:`patch` finds every
     alias (a module imported later reads the patched attribute)."""
     from ..simulations import load_all
-    from . import _registry
+    from . import all_checks
 
-    _registry._load_all()
+    all_checks()
     load_all()
 
 

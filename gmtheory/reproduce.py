@@ -200,7 +200,7 @@ def _start_checks(args, out: Path):
     log = open(out / "verify.log", "w")  # noqa: SIM115 (closed in _finish_checks)
     sims = list(dict.fromkeys(get_figure(n).simulation for n in reversed(all_figures())))
     deriv = None if args.checks else str(out / "derivations")
-    code = ("from gmtheory._reproduce import checks_then_simulations as f; "
+    code = ("from gmtheory.reproduce import checks_then_simulations as f; "
             f"raise SystemExit(f({argv!r}, {sims!r}, {str(args.results)!r}, {deriv!r}))")
     cpus = getattr(args, "child_cpus", None)
     pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None   # noqa: E731
