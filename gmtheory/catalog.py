@@ -460,7 +460,7 @@ RESULTS: tuple[Result, ...] = (
            "at any κ.",
            _f("nonlinearity_noise.equivalence_residual", "nonlinearity_noise.rescaling_residual"),
            _f("gmtheory.icl.g_task_ridgeless", "gmtheory.hermite.label_moments"),
-           _f("icl.08-nonlinear-kappa-equivalence"),
+           _f("icl.08-nonlinear-kappa-equivalence", "icl.08-nonlinear-kappa-equivalence-paper"),
            _f("icl-nonlinear-kappa", note="pretraining on f and on its linear equivalent, "
               "κ from 0.1 to 100"),
            ("icl-nonlinear-kappa",)),

@@ -63,7 +63,8 @@ CHECKS_INTRO = (
     "|diff|. The table's resolution column is the largest one a check states (from the "
     "last `gmtheory verify` run, `docs/measured/checks.json`); a dash: the check states "
     "none (bounds, counts, absolute agreements), or it still tests |diff| against t SE "
-    "(the ICL checks of issue 42). Python's `max(0.0, nan)` is `0.0`, `np.nanmax` skips NaN, and "
+    "(icl.04 and icl.06: issue 41 item 2). Python's `max(0.0, nan)` is `0.0`, `np.nanmax` "
+    "skips NaN, and "
     "XLA:CPU's `jnp.max` drops a NaN from an array of 4096 or more elements (measured with "
     "jax 0.10.2), so the check modules use none of them on measured values "
     "(`tests/test_verdicts.py` scans for them). `gmtheory verify` exits 0 on PASS and "
@@ -75,7 +76,7 @@ CHECKS_INTRO = (
     "gmtheory/verify/mutation.py): the output of each public theory function, made wrong "
     "by a factor 1 + delta, must turn a check FAIL, and so must a NaN or a sign flip in "
     "it (FAIL or ERROR); the functions no check catches are listed there with the "
-    "reason.\n\n")
+    "reason and the unit tests that verify it.\n\n")
 
 REPORT_JSON = Path("docs/measured/checks.json")
 

@@ -304,7 +304,7 @@ register_figure(Figure(
              "the pool would have fewer than 2 tasks or 2 prompts per task are not "
              "simulated. (g) The ratio of the nonlinear target's e_ICL to its equivalent-linear "
              "e_ICL, trial by trial on the same pools, token projections and queries, at both "
-             "d: it scatters about 1 by its own ±2 SE (±5-20 %), with no trend in κ; the "
+             "d: it scatters about 1 within its own ±2 SE bars, with no trend in κ; the "
              "O(1/ℓ) corrections of the equivalence are below this resolution. (h) The "
              "in-distribution error e_IDG (test tasks drawn from the pool) of the nonlinear "
              "target, and of its equivalent linear target, against the equivalent model's "

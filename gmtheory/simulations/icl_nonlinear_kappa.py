@@ -263,7 +263,7 @@ class NonlinearKappaConfig(SimConfig):
     fs: tuple[str, ...] = tuple(FUNCTIONS)
     rho: float = 0.01
     lam: float = 1e-6
-    trials: int = 6
+    trials: int = 12
     dmmse_fs: tuple[str, ...] = ("relu", "sign")  # dMMSE at d = max(ds), alphas[0]
     dmmse_draws: int = 256                        # test prompts per kappa, ICL and IDG each
 
