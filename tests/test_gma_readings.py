@@ -81,3 +81,26 @@ def test_responsibility_report_reads_the_layers_routing():
         assert rep["nmi"][h] == pytest.approx(
             A.normalised_mutual_information(top, cats, 4, 3), abs=1e-9)
     assert len(rep["nmi_shuffled"]) == 2
+
+
+def test_limit_variance_is_the_value_covariance_when_routing_is_uniform():
+    """gma_analysis.limit_variance (the delta-method lim L E|o_L(q) - o(q)|^2) where it has a
+    closed form: with one component per head every token's responsibility is 1, so the
+    layer averages its values and the constant is tr(B^T Cov(x) B), B = sum_h Wv_h Wo_h,
+    Cov(x) the mixture's covariance, at every query."""
+    from gmtheory import GaussianMixture
+
+    mix = GaussianMixture([0.3, 0.7], [[1.0, -0.5, 0.2], [-0.4, 0.8, 0.0]],
+                          [np.diag([1.0, 0.5, 2.0]), 0.7 * np.eye(3)])
+    params = gma.init(jax.random.key(2), 3, heads=2, K=1, d_v=2, dtype=np.float64)
+    q = np.asarray(jax.random.normal(jax.random.key(3), (4, 3)))
+    mom = A.limit_moments(params, mix, order=12)
+    got = np.asarray(A.limit_variance(params, q, mix, mom, order=12))
+    w, m, C = (np.asarray(v) for v in (mix.weights, mix.means, mix.covs))
+    mean = w @ m
+    cov = sum(wk * (Ck + np.outer(mk, mk)) for wk, mk, Ck in zip(w, m, C, strict=True))
+    cov = cov - np.outer(mean, mean)
+    H, dv = params.Wv.shape[0], params.Wv.shape[2]
+    B = sum(np.asarray(params.Wv[h]) @ np.asarray(params.Wo).reshape(H, dv, -1)[h]
+            for h in range(H))
+    np.testing.assert_allclose(got, np.full(4, np.trace(B.T @ cov @ B)), rtol=1e-10)

@@ -167,3 +167,24 @@ def test_authors_protocol_config_names_the_dimensions_they_saved():
         AuthorsConfig(ds=(12,))
     with pytest.raises(ValueError, match="trials, draws"):
         AuthorsConfig(trials=1)
+
+
+@pytest.mark.parametrize("d, kappa", [(6, 1.5), (6, np.inf), (20, 0.8)])
+def test_pretrain_is_one_trial_of_the_batched_simulator(d, kappa):
+    """icl.pretrain (one run, eager) and icl.g_task_trials (the jitted, batched simulator the
+    figures and checks use) are two implementations of one estimator: with trial t's key
+    (fold_in(key, t)) they draw the same pool and prompts, so pretrain's Gamma, scored by the
+    exact test errors, gives each trial's e_ICL and e_IDG to round-off (a direct solve at
+    d = 6, CG at d = 20; a finite pool and a fresh task per prompt)."""
+    key = jax.random.key(11)
+    kw = dict(alpha=2.0, tau=2.0, kappa=kappa, rho=0.1, lam=1e-3)
+    e_icl, e_idg, res, _ = icl.g_task_trials(key, d, trials=2, **kw)
+    ell = icl.sizes(d, kw["alpha"], kw["tau"], kappa)[0]
+    for t in range(2):
+        run, pool = icl.pretrain(jax.random.fold_in(key, t), d, **kw)
+        assert run.residual < 1e-8 and float(res[t]) < 1e-8
+        np.testing.assert_allclose(float(icl.test_error(run.Gamma, ell, kw["rho"])),
+                                   float(e_icl[t]), rtol=1e-8)
+        if pool is not None:
+            idg = icl.test_error(run.Gamma, ell, kw["rho"], pool.mean(0), pool.T @ pool / len(pool))
+            np.testing.assert_allclose(float(idg), float(e_idg[t]), rtol=1e-8)
