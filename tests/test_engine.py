@@ -172,6 +172,7 @@ def test_minimize_lbfgs_multistart():
 
 # ----------------------------------------------------------------- statistics -----------
 
+
 def test_stats_fits_and_thresholds():
     x = np.array([1.0, 10.0, 100.0, 1000.0])
     fit = stats.fit_loglog(x, 3 * x**-0.5)
@@ -185,7 +186,6 @@ def test_stats_fits_and_thresholds():
     assert stats.bonferroni_z(12, 0.01) > stats.bonferroni_z(1, 0.01)
     with pytest.raises(ValueError, match="positive"):
         stats.fit_loglog([1, 2], [0, 1])
-
 
 
 def test_linear_fit_student_thresholds_and_z_against_scipy():
@@ -214,6 +214,7 @@ def test_linear_fit_student_thresholds_and_z_against_scipy():
                                [0.6, 1.0], rtol=1e-15)
 
 # ----------------------------------------------------------------- verdicts -------------
+
 
 def test_verdicts_follow_the_comparisons():
     assert Outcome(agreement(1e-13, 1e-12, "round-off")).verdict() == "PASS"

@@ -42,3 +42,15 @@ def test_naive_alternative_is_the_ridge_error_for_a_linear_target():
         np.testing.assert_allclose(
             hermite.naive_alternative(mom, alpha, tau, kappa, rho=rho, lam=lam),
             icl.e_icl_ridge(alpha, tau, kappa, rho, lam), rtol=1e-10)
+        # y = 2.5 z + eps: still no extra noise, so the alternative is the equivalence's own
+        # theory c1^2 e(rho/c1^2, lam/c1^2) (hermite.equivalence_error, checked by icl.05)
+        mom = hermite.label_moments(lambda z: 2.5 * z, rho)
+        np.testing.assert_allclose(
+            hermite.naive_alternative(mom, alpha, tau, kappa, rho=rho, lam=lam),
+            hermite.equivalence_error(mom, alpha, tau, kappa, lam), rtol=1e-10)
+    # a nonlinear target: the alternative is the equivalence's error with rho in place of
+    # rho_eff, plus the unexplained variance rho_eff - rho
+    mom = hermite.label_moments(np.tanh, 0.1)
+    alt = hermite.naive_alternative(mom, 2.0, 2.0, 1.0, rho=0.1, lam=1e-3)
+    lin = hermite.equivalence_error({**mom, "rho_eff": 0.1}, 2.0, 2.0, 1.0, 1e-3)
+    np.testing.assert_allclose(alt, lin + mom["rho_eff"] - 0.1, rtol=1e-10)

@@ -282,3 +282,23 @@ def test_unflatten_inverts_flatten_in_the_paper_order():
     back = lda.unflatten(theta, 2 * vec)
     for a, b in zip(back, theta, strict=True):
         np.testing.assert_array_equal(a, 2 * b)
+
+
+def test_prompt_predictor_is_softmax_attention_on_the_label_augmented_tokens():
+    """lda.prompt_predictor (kind="softmax") against operators.softmax_attention on tokens
+    z_i = (x_i, y_i) with the query (x, 0): U = [[U11^T, 0], [u12^T, 0]] and V = [v21, v22]
+    (Lemma B.1's parametrisation), a random head on 50 sampled tokens, to round-off."""
+    from gmtheory.operators import softmax_attention
+
+    prob = lda.config("C1")
+    rng = np.random.default_rng(8)
+    theta = lda.LDAParams(jnp.asarray(rng.normal(size=(2, 2))), jnp.asarray(rng.normal(size=2)),
+                          jnp.asarray(rng.normal(size=2)), jnp.asarray(rng.normal()))
+    X, Y = lda.sample(prob, jax.random.key(9), 50)
+    x = jnp.asarray(rng.normal(size=(4, 2)))
+    U = jnp.zeros((3, 3)).at[:2, :2].set(theta.U11.T).at[2, :2].set(theta.u12)
+    V = jnp.concatenate([theta.v21, theta.v22[None]])[None]
+    tokens = jnp.concatenate([X, Y[:, None]], 1)
+    queries = jnp.concatenate([x, jnp.zeros((4, 1))], 1)
+    np.testing.assert_allclose(lda.prompt_predictor(theta, X, Y, x),
+                               softmax_attention(tokens, U, V, queries)[:, 0], rtol=1e-12)

@@ -47,7 +47,6 @@ def test_one_dimensional_rules_against_closed_forms():
         assert abs(float(w @ norm.cdf(kappa * (np.asarray(t) - c))) - exact) < 1e-10
 
 
-
 def test_legendre_chi2_and_cached_hermite_rules_integrate_polynomials_exactly():
     """gauss_legendre_nodes (degree <= 2n - 1 on [-1, 1]), chi2_rule (the moments of
     chi^2_d / d: E s = 1, E s^2 = 1 + 2/d, E s^3 = (d + 2)(d + 4)/d^2, degree <= 2n - 1
@@ -99,6 +98,7 @@ def test_projected_mixture_expectation_is_the_full_one():
                 enumerate(zip(np.asarray(mix.weights), np.asarray(mix.means),
                               np.asarray(mix.covs), strict=True)))
     assert abs(second - exact) < 1e-12
+
 
 def test_fingerprint_follows_a_subpackage():
     """A simulation that imports ``gmtheory.lda`` (a package) depends on the modules that

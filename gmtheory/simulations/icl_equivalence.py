@@ -75,12 +75,12 @@ def _eq_point(cfg, p, key):
     # one padding per power of two of the prompt count, for the main sweep and the ridge
     # sweep alike: a few programs per d and target kind, no point padded 8x
     pad = padded_sizes(d, [(cfg.alpha, t, cfg.kappa) for t in (*cfg.taus, cfg.lam_tau)],
-               at=(cfg.alpha, p["tau"], cfg.kappa))
+                       at=(cfg.alpha, p["tau"], cfg.kappa))
     nl = trial_errors(key, d, cfg.alpha, p["tau"], cfg.kappa, cfg.rho, lam, cfg.trials,
-                 target=name, mom=mom, pad=pad)["e_icl"]
+                      target=name, mom=mom, pad=pad)["e_icl"]
     # the equivalent linear target c1 z + N(0, rho_eff), sampled exactly (O(1) context)
     eq = trial_errors(key, d, cfg.alpha, p["tau"], cfg.kappa, mom["rho_eff"], lam,
-                 cfg.trials, mom=lin, pad=pad, scale=c1)["e_icl"]
+                      cfg.trials, mom=lin, pad=pad, scale=c1)["e_icl"]
     return {"nonlinear": nl, "equivalent": eq}
 
 

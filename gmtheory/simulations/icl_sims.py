@@ -40,7 +40,7 @@ def padded_sizes(d, grid, at=None):
 
 
 def trial_errors(key, d, alpha, tau, kappa, rho, lam, trials, f=None, mom=None, pad=None,
-            scale=1.0, target=None):
+                 scale=1.0, target=None):
     """e_ICL (and e_IDG) of ``trials`` pretraining runs, one jitted batch (sharded over
     devices); a nonlinear target ``f`` (or ``target``, the name of one of the equivalence's
     targets: one compilation for all of them) is evaluated with the exact nonlinear formula
@@ -173,9 +173,9 @@ def _dd_points(cfg):
 
 def _dd_point(cfg, p, key):
     pad = padded_sizes(p["d"], [(cfg.alpha, t, cfg.kappa) for t in cfg.taus],
-               at=(cfg.alpha, p["tau"], cfg.kappa))
+                       at=(cfg.alpha, p["tau"], cfg.kappa))
     r = trial_errors(key, p["d"], cfg.alpha, p["tau"], cfg.kappa, cfg.rho, p["lam"], cfg.trials,
-                pad=pad)
+                     pad=pad)
     return {"e": r["e_icl"]}
 
 
@@ -309,7 +309,7 @@ def _gtask_points(cfg):
 def _gtask_point(cfg, p, key):
     d, a, k = p["d"], p["alpha"], p["kappa"]
     pad = padded_sizes(d, [(al, 0.2 * al, kk) for al in cfg.alphas for kk in cfg.kappas
-                   if effective_sizes(d, al, 0.2 * al, kk)[1]])
+                           if effective_sizes(d, al, 0.2 * al, kk)[1]])
     r = trial_errors(key, d, a, 0.2 * a, k, cfg.rho, cfg.lam, cfg.trials, pad=pad)
     out = {"g": r["e_icl"] - r["e_idg"]}
     if d == max(cfg.ds):   # dMMSE (no d -> inf theory to compare with): the largest d only

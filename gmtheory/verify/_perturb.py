@@ -70,7 +70,10 @@ def perturb(out, delta: float, _tally: type[Tally] | None = None):
         if isinstance(x, GaussianMixture):  # weights stay on the simplex (it is validated)
             return GaussianMixture(x.weights, go(x.means), go(x.covs))
         if isinstance(x, Expr):             # an emulated expression: its emulated values,
-            seen[0] = True                  # also where a composition reads it as a term
+            seen[0] = True                  # also where a composition reads it as a term;
+            # its certified bound and range are left as they are: a composed bound is
+            # tested through the approx.*_bound functions it is built from (perturbed
+            # downwards there), not here (issue 41: a bound variant is open)
             y = copy.copy(x)
             y._emulate = lambda vals, z, f=x._emulate: _scale(f(vals, z), factor)
             return y

@@ -32,8 +32,8 @@ SLOWEST_EXPONENT = -0.6
     "y = f(x^T w) + eps (ReLU, sign, tanh, erf, |z|) and on the equivalent linear target "
     "c1 z + N(0, rho_eff) with the same pools gives the same g_task = e_ICL - e_IDG at "
     "kappa = 0.215 and 2.15 (below and above the transition): at the run's largest d, the "
-    "paired differences over (e_ICL + e_IDG) of the targets with c1 != 0, pooled by inverse "
-    "variance at each kappa, are zero within the reference's finite-d tolerance (5 % at "
+    "inverse-variance mean over the targets with c1 != 0 of the paired differences over "
+    "(e_ICL + e_IDG), at each kappa, is zero within the reference's finite-d tolerance (5 % at "
     "d = 40, scaled by 40/d), decided with power (|pooled| + t SE <= tol, t SE <= tol/2); "
     "from its smaller d to its larger both targets approach the d -> infinity theory "
     "c1^2 g_Lu(rho_eff/c1^2) (0 for c1 = 0) at least as fast as d^-0.6 (alpha = 10, tau = "
@@ -54,7 +54,7 @@ def check_nonlinear_kappa():
     # every target at both kappas is a case; a kappa that the design does not simulate at
     # both sizes (nk.simulated: fewer than 2 tasks or 2 prompts per task) is not, and none
     # of KAPPAS is such a kappa at the quick or paper sizes.  A NaN in a simulated cell is
-    # not dropped: it makes the comparisons fail.
+    # not dropped: it makes the comparisons fail (the pooled mean raises: an ERROR).
     cases = [(fi, ki) for fi in range(len(fs)) for ki in ks
              if all(nk.simulated(ds[di], tau_j, kap[ki]) for di in (small, big))]
     m = len(cases)
@@ -102,12 +102,13 @@ def check_nonlinear_kappa():
     rows = [inverse_variance_mean(np.asarray(rel[ki][0]), np.asarray(rel[ki][1]))
             for ki in ks] + alone
     t_pool = bonferroni_t(len(rows), trials - 1, 0.05)
+    t_screen = bonferroni_t(len(zs), trials - 1, 0.05)
     span = f"d = {ds[small]} -> {ds[big]}"
     return Outcome(
         equivalence(1.0 + np.array([r[0] for r in rows]), 1.0,
                     np.array([r[1] for r in rows]), tol,
                     f"(g_nl - g_eq) / (e_ICL + e_IDG) at d = {ds[big]}, paired runs (same "
-                    "pools and queries), pooled by inverse variance over the targets with "
+                    "pools and queries), their inverse-variance mean over the targets with "
                     f"c1 != 0 at each kappa, and each c1 = 0 target alone: |gap| + t SE <= "
                     f"{tol:.1%} with t SE <= {tol / 2:.1%}, t = {t_pool:.2f} (Bonferroni "
                     f"over {len(rows)} rows, 5 %, {trials - 1} dof); tolerance: the "
@@ -116,11 +117,15 @@ def check_nonlinear_kappa():
                     t=t_pool, scale=1.0,
                     name=f"nonlinear vs equivalent-linear g_task, d = {ds[big]}, pooled per "
                     "kappa"),
-        upper_bound(largest(zs), t,
+        upper_bound(largest(zs), t_screen,
                     "screen for a single outlying case among the pooled ones: |g_nl - g_eq| "
-                    f"/ SE at every target with c1 != 0 and kappa, under t = {t:.2f} "
-                    f"(Bonferroni over {m} cases, 5 %); equality itself is decided by the "
-                    "pooled comparison",
+                    f"/ SE at every target with c1 != 0 and kappa, under t = {t_screen:.2f} "
+                    f"(Bonferroni over {len(zs)} cases, 5 %; |z|, c1 = 0, is left out: its "
+                    "paired SE is tiny and its finite-d g_task of the nonlinear target, "
+                    "which the equivalent model lacks, is many SE yet far inside the "
+                    "tolerance, its own row of the equality); equality is decided on the "
+                    "mean over the targets by the pooled comparison, each target alone only "
+                    "by this screen",
                     name=f"max |g_nl - g_eq| / SE, d = {ds[big]}"),
         upper_bound(largest(closer), 0.0,
                     "(|diff_big| - (d_big/d_small)^-0.6 |diff_small| - t SE) / (e_ICL + "

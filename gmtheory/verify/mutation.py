@@ -70,7 +70,7 @@ RESULT_FILE = Path(__file__).resolve().parents[2] / "docs" / "measured" / "mutat
 
 # why a function is not caught (its reasons live in their own module, read into the report)
 from ._perturb import Tally, perturb, wrap  # noqa: E402
-from .mutation_reasons import FLIP_REASONS, FLIP_SURVIVES, NO_FLOAT, TESTED_BY, UNCHECKED  # noqa
+from .mutation_reasons import FLIP_REASONS, FLIP_SURVIVES, NO_FLOAT, TESTED_BY, UNCHECKED  # noqa: E402
 
 
 def public_functions(modules=MODULES) -> list[str]:

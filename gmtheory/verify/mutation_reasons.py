@@ -15,7 +15,8 @@ an unlisted one is not.
 
 from __future__ import annotations
 
-# Functions that no check catches at delta = 0.1, with the reason (read into the report).
+# Functions that no check catches at delta = 2e-2 (coarse: caught at 0.1 only; unchecked: not
+# even there) or that no check calls, each with its reason (read into the report).
 _APPROX = ("approx_checks.py is extended by issue 28 (composition), which adds the checks "
            "of the new constructions; tests/test_approx.py tests it meanwhile")
 _FINITE_PROMPT = ("used by the lda-finite-prompt run, which lda.25 reads against proven "
@@ -89,6 +90,19 @@ UNCHECKED: dict[str, str] = {
                                   "error in it leaves the data still on the equivalence's "
                                   "side; the equivalence's own theory, "
                                   "hermite.equivalence_error, is caught"),
+    "icl.g_task_ridgeless": ("reported beside icl.07's comparison (the finite-d points sit "
+                             "O(1/d) above it, so it is not compared there), entering "
+                             "icl.08 only through gaps near kappa's transition, and read by "
+                             "icl.15 for the icl-gtask figure's readings only (the finite-d "
+                             "excess shrinks with d: a scale error keeps that); open (issue "
+                             "41): a d -> inf fit of simulations against it cannot resolve "
+                             "2 % at d <= 64 (measured on the icl-authors runs: 12-24 % above "
+                             "it at d = 32 and 0.4-13 % at d = 64, with an O(1/d^2) term that "
+                             "moves a + b/d through d = 32, 64 by ~2 %); it needs d = 128 "
+                             "runs or a second theory computation of the gap (its IDG part, "
+                             "icl.e_idg_ridgeless, is caught only through the kappa = inf "
+                             "identity e_IDG = e_ICL; at finite kappa no second computation "
+                             "exists yet)"),
     "lda.dist_E1": ("used by lda.12, lda.14 and lda.19 only against thresholds with margins "
                     "above 10 % (measured: not caught at 0.1), not against a second "
                     "computation of the distance"),
@@ -121,14 +135,14 @@ UNCHECKED: dict[str, str] = {
                      "(the same Gamma's exact errors to 1e-8)"),
     "icl.ridge_cg": _ICL_RUNS.format("the pretraining checks icl.04-06, icl.08 and icl.13-15 "
                                      "compare extrapolated Monte Carlo errors with SEs of "
-                                     "2-9 %"),
+                                     "2-17 %"),
     "icl.ridge_solve": _ICL_RUNS.format("the pretraining checks icl.04-06 compare "
-                                        "extrapolated Monte Carlo errors with SEs of 2-9 %, "
+                                        "extrapolated Monte Carlo errors with SEs of 2-17 %, "
                                         "and icl.07 the authors' 20-trial data to half the "
                                         "curve's peak"),
     "icl.sample_statistics": _ICL_RUNS.format("the pretraining checks icl.04-06 compare "
                                               "extrapolated Monte Carlo errors with SEs of "
-                                              "2-9 %"),
+                                              "2-17 %"),
     "icl_softmax.linear_head": _ICL09 + "; the trained linear heads are compared with the "
                                "optimum within 5 % of its excess (quick run)",
     "icl_softmax.sample_prompts": _ICL09 + " (the prompts of both runs)",
@@ -207,8 +221,11 @@ UNCHECKED: dict[str, str] = {
 # The tests that verify each reason of UNCHECKED (issue 41 item 4): for every listed
 # function, unit tests that call it directly and compare it with a second computation
 # (a numerical minimisation, SciPy, a Monte Carlo, an identity at a special point) or
-# with what the reason says.  tests/test_mutation.py checks that each named test exists
-# and calls the function; a function with none must be listed as an open gap ("open
+# with what the reason says.  tests/test_mutation.py checks that each named test exists,
+# calls the function in code and asserts something; that the assertion is a second
+# computation rather than the function compared with itself is for review (two such were
+# replaced in review: beta_for_levels and square_bound are now measured against Yarotsky's
+# interpolation error).  A function with none must be listed as an open gap ("open
 # (issue N ...").
 _T = "tests/test_{}.py::test_{}"
 _READINGS = {
@@ -223,16 +240,19 @@ _READINGS = {
 TESTED_BY: dict[str, tuple[str, ...]] = {
     "approx.max_network": (_T.format("approx", "max_goes_through_the_compiler"),),
     "approx.min_relu_tree": (_T.format("approx", "constructions_match_ideal_limits"),),
-    "approx.beta_for_levels": (_T.format("approx", "constructions_match_ideal_limits"),),
+    "approx.beta_for_levels": (_T.format(
+        "approx", "square_error_sits_between_its_interpolation_error_and_its_bound"),),
     "approx.interpolation_bound": (
         _T.format("derivations", "interpolation_bound_is_the_derived_one"),),
     "approx.max_one_head_bound": (_T.format("derivations", "max_one_head_worst_family"),),
     "approx.multiply_bound": (_T.format("approx", "constructions_match_ideal_limits"),),
     "approx.relu_network_bound": (
         _T.format("approx", "network_bound_holds_per_output_and_falls_with_beta"),),
-    "approx.square_bound": (_T.format("approx", "composition_identity_routes_and_bounds"),),
+    "approx.square_bound": (_T.format(
+        "approx", "square_error_sits_between_its_interpolation_error_and_its_bound"),),
     "lda.prompt_predictor": (
-        _T.format("lda", "linear_limit_weight_is_the_long_prompt_limit_of_linear_attention"),),
+        _T.format("lda", "linear_limit_weight_is_the_long_prompt_limit_of_linear_attention"),
+        _T.format("lda", "prompt_predictor_is_softmax_attention_on_the_label_augmented_tokens")),
     "lda.linear_limit_weight": (
         _T.format("lda", "linear_limit_weight_is_the_long_prompt_limit_of_linear_attention"),),
     "lda.unflatten": (_T.format("lda", "unflatten_inverts_flatten_in_the_paper_order"),),
@@ -264,6 +284,7 @@ TESTED_BY: dict[str, tuple[str, ...]] = {
     "gma.uses_fused": (_T.format("gma", "fused_form_chosen_by_length"),),
     "hermite.naive_alternative": (
         _T.format("hermite", "naive_alternative_is_the_ridge_error_for_a_linear_target"),),
+    "icl.g_task_ridgeless": (_T.format("icl_nonlinear", "half_point_theory_and_theory"),),
     "icl.pretrain": (_T.format("icl", "pretrain_is_one_trial_of_the_batched_simulator"),),
     "gma_analysis.limit_variance": (_T.format(
         "gma_readings", "limit_variance_is_the_value_covariance_when_routing_is_uniform"),),
@@ -293,8 +314,8 @@ TESTED_BY: dict[str, tuple[str, ...]] = {
     "variates.gamma": (_T.format("variates", "gamma_follows_the_gamma_law"),),
     "variates.chi2": (
         _T.format("variates", "chi2_takes_a_shape_per_entry_and_df_zero_gives_zero"),),
-    "approx_compose.constant": (_T.format("approx",
-                                          "a_constant_expression_is_exact_and_adds_like_a_number"),),
+    "approx_compose.constant": (
+        _T.format("approx", "a_constant_expression_is_exact_and_adds_like_a_number"),),
     "regimes.explore": (_T.format("explore", "paper_problems_give_the_values_of_the_checks"),
                         _T.format("explore", "three_classes_full_covariances_at_the_defaults")),
     "regimes.load_spec": (_T.format("explore", "classification_spec_from_the_same_mixture"),),
