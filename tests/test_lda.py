@@ -249,6 +249,12 @@ def test_invariant_set_residual_is_the_largest_violation():
                                    rtol=1e-12)
 
 
+def _random_head(rng, d=2):
+    """A head theta = (U11, u12, v21, v22) with standard normal entries."""
+    return lda.LDAParams(jnp.asarray(rng.normal(size=(d, d))), jnp.asarray(rng.normal(size=d)),
+                         jnp.asarray(rng.normal(size=d)), jnp.asarray(rng.normal()))
+
+
 def test_linear_limit_weight_is_the_long_prompt_limit_of_linear_attention():
     """linear_limit_weight against linear attention (lda.prompt_predictor, kind="linear")
     on one prompt of 4 x 10^5 sampled tokens: w^T x within 5 Monte Carlo SEs (the SE of
@@ -256,8 +262,7 @@ def test_linear_limit_weight_is_the_long_prompt_limit_of_linear_attention():
     by softmax attention with all scores 0 is the plain mean of the values."""
     prob = lda.config("C1")
     rng = np.random.default_rng(3)
-    theta = lda.LDAParams(jnp.asarray(rng.normal(size=(2, 2))), jnp.asarray(rng.normal(size=2)),
-                          jnp.asarray(rng.normal(size=2)), jnp.asarray(rng.normal()))
+    theta = _random_head(rng)
     X, Y = lda.sample(prob, jax.random.key(5), 400_000)
     x = jnp.asarray(rng.normal(size=(3, 2)))
     got = lda.prompt_predictor(theta, X, Y, x, kind="linear")
@@ -292,8 +297,7 @@ def test_prompt_predictor_is_softmax_attention_on_the_label_augmented_tokens():
 
     prob = lda.config("C1")
     rng = np.random.default_rng(8)
-    theta = lda.LDAParams(jnp.asarray(rng.normal(size=(2, 2))), jnp.asarray(rng.normal(size=2)),
-                          jnp.asarray(rng.normal(size=2)), jnp.asarray(rng.normal()))
+    theta = _random_head(rng)
     X, Y = lda.sample(prob, jax.random.key(9), 50)
     x = jnp.asarray(rng.normal(size=(4, 2)))
     U = jnp.zeros((3, 3)).at[:2, :2].set(theta.U11.T).at[2, :2].set(theta.u12)
