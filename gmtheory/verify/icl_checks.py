@@ -442,3 +442,112 @@ def check_authors_quick_figure():
               "and z-scores, the ridgeless theory) are finite: a reported NaN is a failure, "
               "not a number to print", name="non-finite reported values"),
         details=det)
+
+
+# icl.16: the claim is an identity of limits; 1 % is fixed from it before the run (a 2 %
+# error in a drawn theory value must turn the check red), the gap's scale is e_ICL (a
+# difference of two errors), and the design's pools give it the power (t SE <= 0.5 %)
+POOL16_TOL, POOL16_DS, POOL16_POOLS, POOL16_TAU = 0.01, (64, 128, 256), 32, 1e9
+POOL16_POINTS = tuple((alpha, kappa) for alpha in (1.0, 4.0) for kappa in (0.5, 1.0, 2.0))
+
+
+def _risk_hessian(grad, d):
+    """The constant Hessian of a quadratic risk of ``Gamma`` (d, d+1) whose gradient is
+    ``g0 + Gamma M``: ``g0 = grad(0)`` and the symmetric ``M`` from two more gradients."""
+    Z = jnp.zeros((d, d + 1))
+    g0 = grad(Z)
+    top = grad(Z.at[:, :d].set(jnp.eye(d))) - g0           # M[:d, :]
+    last = (grad(Z.at[0, d].set(1.0)) - g0)[0]             # M[d, :]
+    return g0, jnp.concatenate([top, last[None]], 0)
+
+
+@partial(jax.jit, static_argnums=(3, 5))
+def _pool_optimum_errors(keys, ks, ells, d, rho, probe=False):
+    """For each key: a pool of ``k`` sphere tasks (the first ``k`` of ``2 d`` drawn rows, so
+    one program serves every ``k``), the minimiser of its risk (the exact IDG error,
+    ``icl.test_error`` with the pool's moments, found from the risk's own gradient: no
+    theory formula) and its ICL and IDG errors; with ``probe``, for the first key also the
+    Hessian structure's residual on a random ``Gamma``, the gradient at the minimiser and
+    ``|g0|`` (elementwise; None without ``probe``)."""
+    def one(key, k, ell):
+        W = icl.sample_pool(key, d, 2 * d) * (jnp.arange(2 * d) < k)[:, None]
+        mu, R = W.sum(0) / k, W.T @ W / k
+        grad = jax.grad(lambda G: icl.test_error(G, ell, rho, mu, R))
+        g0, M = _risk_hessian(grad, d)
+        G = -jnp.linalg.solve(M.T, g0.T).T                   # G M = -g0
+        errs = jnp.stack([icl.test_error(G, ell, rho), icl.test_error(G, ell, rho, mu, R)])
+        return errs, g0, M, G
+
+    errs, g0, M, G = jax.vmap(one)(keys, ks, ells)
+    if not probe:
+        return errs, None, None, None
+    W = icl.sample_pool(keys[0], d, 2 * d) * (jnp.arange(2 * d) < ks[0])[:, None]
+    mu, R = W.sum(0) / ks[0], W.T @ W / ks[0]
+    grad = jax.grad(lambda G_: icl.test_error(G_, ells[0], rho, mu, R))
+    Gr = jax.random.normal(jax.random.fold_in(keys[0], 1), (d, d + 1))
+    return errs, jnp.abs(grad(Gr) - g0[0] - Gr @ M[0]), jnp.abs(grad(G[0])), jnp.abs(g0[0])
+
+
+@register_check(
+    "icl.16-infinite-data-pool-optimum",
+    "With unlimited pretraining data (tau -> inf) the ridgeless Gamma minimises the pool's "
+    "risk; at finite d that minimiser is computed exactly from the exact error's own "
+    "gradient (no theory formula), and its ICL and IDG errors and their gap g_task, "
+    "extrapolated to d -> inf by a + b/d through d = 64, 128, 256 (32 pools each), equal "
+    "e_ICL, e_IDG and g_task at finite kappa (0.5, 1, 2; alpha = 1, 4; rho = 0.1) within 1 % "
+    "(the gap: 1 % of e_ICL), decided with power.",
+    "docs/topics/icl.md#ridgeless-errors",
+)
+def check_pool_optimum():
+    rho = 0.1
+    est, se, th, sc, det = [], [], [], [], {}
+    by_d = []
+    for d in POOL16_DS:          # one program per d: every (alpha, kappa) and pool in it
+        keys = jnp.stack([jax.random.fold_in(
+            stream_key(SEED, f"pool16-{alpha:g}-{kappa:g}-{d}"), p)
+            for alpha, kappa in POOL16_POINTS for p in range(POOL16_POOLS)])
+        ks = np.repeat([int(round(kappa * d)) for _, kappa in POOL16_POINTS], POOL16_POOLS)
+        ells = np.repeat([float(round(alpha * d)) for alpha, _ in POOL16_POINTS],
+                         POOL16_POOLS)
+        probe = d == POOL16_DS[0]              # the solve's structure, probed once
+        errs, st, sta, g0 = _pool_optimum_errors(keys, jnp.asarray(ks), jnp.asarray(ells), d,
+                                                 rho, probe)
+        if probe:
+            scale = largest(g0)
+            structure, stationary = largest(st) / scale, largest(sta) / scale
+        by_d.append(np.asarray(errs).reshape(len(POOL16_POINTS), POOL16_POOLS, 2))
+    for i, (alpha, kappa) in enumerate(POOL16_POINTS):
+        rows = []
+        for v in by_d:
+            e = np.c_[v[i], v[i][:, 0] - v[i][:, 1]]
+            rows.append([mean_se(e[:, j]) for j in range(3)])
+        rows = np.asarray(rows)                                   # (d, quantity, mean/se)
+        theory = (icl.e_icl_ridgeless(alpha, POOL16_TAU, kappa, rho),
+                  icl.e_idg_ridgeless(alpha, POOL16_TAU, kappa, rho),
+                  icl.g_task_ridgeless(alpha, POOL16_TAU, kappa, rho))
+        key = f"alpha{alpha:g}_kappa{kappa:g}"
+        det[key] = {}
+        for j, name in enumerate(("e_icl", "e_idg", "g_task")):
+            lim, lim_se = extrapolate_inverse(POOL16_DS, rows[:, j, 0], rows[:, j, 1])
+            est.append(lim), se.append(lim_se), th.append(float(theory[j]))
+            sc.append(float(theory[0]) if name == "g_task" else abs(float(theory[j])))
+            det[key][name] = {"theory": float(theory[j]), "d_inf": lim, "its_se": lim_se,
+                              "by_d": rows[:, j, 0].tolist(), "se_by_d": rows[:, j, 1].tolist()}
+    t = bonferroni_t(len(est), POOL16_POOLS - 1, 0.01)
+    det["t"] = t
+    return Outcome(
+        equivalence(est, th, se, POOL16_TOL,
+                    f"the pool optimum's errors at d = {POOL16_DS} ({POOL16_POOLS} pools "
+                    f"each), extrapolated by a + b/d (stats.extrapolate_inverse), against "
+                    f"the ridgeless theory at tau = {POOL16_TAU:g} (its distance from the "
+                    f"tau -> inf limit is O(1/tau)): (|diff| + t SE) / scale <= "
+                    f"{POOL16_TOL:g} with scale = the value (e_ICL for the gap), t = {t:.2f} "
+                    f"(Student t, {POOL16_POOLS - 1} dof, Bonferroni over {len(est)} cases, "
+                    "family-wise 1 %)", t=t, scale=sc,
+                    name="(|pool optimum (d -> inf) - theory| + t SE) / scale"),
+        agreement(structure, 1e-9, "the risk is quadratic with gradient g0 + Gamma M (the "
+                  "structure the minimiser is solved from), on a random Gamma: float64 "
+                  "round-off of the d x d products", name="max |grad(G) - g0 - G M| / |g0|"),
+        agreement(stationary, 1e-9, "the gradient at the solved minimiser vanishes: float64 "
+                  "round-off of the solve", name="max |grad(minimiser)| / |g0|"),
+        details=det)

@@ -90,19 +90,6 @@ UNCHECKED: dict[str, str] = {
                                   "error in it leaves the data still on the equivalence's "
                                   "side; the equivalence's own theory, "
                                   "hermite.equivalence_error, is caught"),
-    "icl.g_task_ridgeless": ("reported beside icl.07's comparison (the finite-d points sit "
-                             "O(1/d) above it, so it is not compared there), entering "
-                             "icl.08 only through gaps near kappa's transition, and read by "
-                             "icl.15 for the icl-gtask figure's readings only (the finite-d "
-                             "excess shrinks with d: a scale error keeps that); open (issue "
-                             "41): a d -> inf fit of simulations against it cannot resolve "
-                             "2 % at d <= 64 (measured on the icl-authors runs: 12-24 % above "
-                             "it at d = 32 and 0.4-13 % at d = 64, with an O(1/d^2) term that "
-                             "moves a + b/d through d = 32, 64 by ~2 %); it needs d = 128 "
-                             "runs or a second theory computation of the gap (its IDG part, "
-                             "icl.e_idg_ridgeless, is caught only through the kappa = inf "
-                             "identity e_IDG = e_ICL; at finite kappa no second computation "
-                             "exists yet)"),
     "lda.dist_E1": ("used by lda.12, lda.14 and lda.19 only against thresholds with margins "
                     "above 10 % (measured: not caught at 0.1), not against a second "
                     "computation of the distance"),
@@ -165,18 +152,16 @@ UNCHECKED: dict[str, str] = {
                                   "<= 0.2, a band of width 0.1): a 2 % error moves a slope of "
                                   "-1 by 0.02, inside them (measured: caught at 10 %); "
                                   "tests/test_engine.py fits points with known errors"),
-    "stats.extrapolate_inverse": ("it returns a relative gap near 0 (|gap| of 1 % or less) and "
-                                  "its SE, which the equivalence comparisons hold to 2-5 %: a "
-                                  "relative error of 10 % moves |gap| + t SE by a tenth of "
-                                  "itself, inside the tolerance (measured: not caught at 10 "
-                                  "%); tests/test_engine.py checks it exact on a line and its "
-                                  "SE against replicates"),
-    "stats.extrapolate_inverse_each": ("as extrapolate_inverse (a gap near 0 per point; "
-                                       "measured: not caught at 10 %); tests/test_engine.py "
-                                       "checks it against the one-point form and replicates"),
-    "stats.inverse_variance_mean": ("as extrapolate_inverse (a pooled gap near 0 and its SE; "
-                                    "measured: not caught at 10 %); tests/test_engine.py "
-                                    "checks the pool against replicates"),
+    "stats.extrapolate_inverse_each": ("it returns a relative gap near 0 per point (1 % or "
+                                       "less), which the equivalence comparisons hold to "
+                                       "2-5 %: a relative error of 10 % moves |gap| + t SE by "
+                                       "a tenth of itself, inside the tolerance (measured: "
+                                       "not caught at 10 %); tests/test_engine.py checks it "
+                                       "against the one-point form and replicates"),
+    "stats.inverse_variance_mean": ("as extrapolate_inverse_each (a pooled gap near 0 and "
+                                    "its SE; measured: not caught at 10 %); "
+                                    "tests/test_engine.py checks the pool against "
+                                    "replicates"),
     "stats.z_score": ("no check calls it: the checks decide equalities in the equivalence "
                       "form (tests/test_verdicts.py refuses z_score in a check module); "
                       "tests/test_engine.py checks its value"),
@@ -284,7 +269,6 @@ TESTED_BY: dict[str, tuple[str, ...]] = {
     "gma.uses_fused": (_T.format("gma", "fused_form_chosen_by_length"),),
     "hermite.naive_alternative": (
         _T.format("hermite", "naive_alternative_is_the_ridge_error_for_a_linear_target"),),
-    "icl.g_task_ridgeless": (_T.format("icl_nonlinear", "half_point_theory_and_theory"),),
     "icl.pretrain": (_T.format("icl", "pretrain_is_one_trial_of_the_batched_simulator"),),
     "gma_analysis.limit_variance": (_T.format(
         "gma_readings", "limit_variance_is_the_value_covariance_when_routing_is_uniform"),),
@@ -298,8 +282,6 @@ TESTED_BY: dict[str, tuple[str, ...]] = {
     "stats.bonferroni_z": (_T.format("engine", "stats_fits_and_thresholds"),),
     "stats.fit_loglog_weighted": (
         _T.format("engine", "weighted_loglog_fit_uses_the_point_errors"),),
-    "stats.extrapolate_inverse": (_T.format(
-        "engine", "inverse_extrapolation_is_exact_on_a_line_and_propagates_the_errors"),),
     "stats.extrapolate_inverse_each": (_T.format(
         "engine", "extrapolation_at_every_point_and_the_inverse_variance_pool"),),
     "stats.inverse_variance_mean": (_T.format(
