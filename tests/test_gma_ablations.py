@@ -13,11 +13,7 @@ from gmtheory import gma
 from gmtheory import gma_models as GM
 from gmtheory.gma_analysis import usage_entropy_array
 from gmtheory.simulations import run_simulation
-from gmtheory.simulations.gma_ablations import (
-    AblationConfig,
-    linear_router_gap,
-    usage_entropy_loss,
-)
+from gmtheory.simulations.gma_ablations import linear_router_gap, usage_entropy_loss
 from gmtheory.simulations.gma_sims import seq_ce
 from gmtheory.training import set_progress
 
@@ -119,17 +115,21 @@ def test_kmeans_means_are_projected_tokens_of_the_residual_stream():
 
 
 def test_bad_config():
+    from gmtheory.simulations import get_simulation, make_config
+
+    def cfg(name, **kw):
+        return make_config(get_simulation(name), overrides=kw)
+
     with pytest.raises(ValueError, match="experiments"):
-        AblationConfig(experiments=("dropout",))
+        cfg("gma-ablations", experiments=("dropout",))
     with pytest.raises(ValueError, match="copy_data"):
-        AblationConfig(copy_data=32)
+        cfg("gma-ablations", copy_data=32)
     with pytest.raises(ValueError, match="sharp_tau0"):
-        AblationConfig(sharp_tau0=0.0)
+        cfg("gma-ablations", sharp_tau0=0.0)
     with pytest.raises(ValueError, match="copy_symbols"):
-        AblationConfig(copy_symbols=300)
-    from gmtheory.simulations.gma_sims import RecallConfig
+        cfg("gma-ablations", copy_symbols=300)
     with pytest.raises(ValueError, match="listops_steps"):
-        RecallConfig(listops_steps=-5)
+        cfg("gma-recall", listops_steps=-5)
 
 
 def test_copy_and_router_rows_run_and_draw(tmp_path):

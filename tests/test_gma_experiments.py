@@ -122,12 +122,16 @@ def test_gmm_bad_config_names_the_field(field, value):
 def test_recall_refuses_mqar_ids_past_the_vocabulary():
     """MQAR with n keys uses 1 + 2 n token ids; past the models' vocabulary JAX would clamp
     the embedding lookup silently, so the config refuses it and names the field."""
-    from gmtheory.simulations.gma_sims import VOCAB, RecallConfig
+    from gmtheory.simulations import get_simulation, make_config
+    from gmtheory.simulations.gma_sims import VOCAB
 
-    RecallConfig(mqar_keys=(VOCAB - 1) // 2)                 # the largest that fits
+    def recall(**kw):
+        return make_config(get_simulation("gma-recall"), overrides=kw)
+
+    recall(mqar_keys=(VOCAB - 1) // 2)                 # the largest that fits
     with pytest.raises(ValueError, match="^mqar_keys:.*mqar_keys <= "):
-        RecallConfig(mqar_keys=(VOCAB - 1) // 2 + 1)
-    RecallConfig(tasks=("listops",), mqar_keys=VOCAB)        # not used: no MQAR
+        recall(mqar_keys=(VOCAB - 1) // 2 + 1)
+    recall(tasks=("listops",), mqar_keys=VOCAB)        # not used: no MQAR
 
 
 def test_gmm_denoising_prompts_and_references():

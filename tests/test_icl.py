@@ -153,20 +153,21 @@ def test_dense_dmmse_is_the_linear_dmmse_for_an_identity_target():
                                          ({"lams": (0.0, 0.1)}, "lams"),
                                          ({"lam_tau": 1.0}, "lam_tau")])
 def test_bad_ridge_sweep_settings_are_named(sets, match):
-    from gmtheory.simulations import get_simulation
-    from gmtheory.simulations.icl_equivalence import EquivalenceConfig
+    from gmtheory.simulations import get_simulation, make_config
 
+    sim = get_simulation("icl-equivalence")
     with pytest.raises(ValueError, match=match):
-        get_simulation("icl-equivalence").points(EquivalenceConfig(**sets))
+        sim.points(make_config(sim, overrides=sets))
 
 
 def test_authors_protocol_config_names_the_dimensions_they_saved():
-    from gmtheory.simulations.icl_authors import AuthorsConfig
+    from gmtheory.simulations import get_simulation, make_config
 
+    sim = get_simulation("icl-authors")
     with pytest.raises(ValueError, match="ds: the authors saved"):
-        AuthorsConfig(ds=(12,))
+        make_config(sim, overrides={"ds": (12,)})
     with pytest.raises(ValueError, match="trials, draws"):
-        AuthorsConfig(trials=1)
+        make_config(sim, overrides={"trials": 1})
 
 
 @pytest.mark.parametrize("d, kappa", [(6, 1.5), (6, np.inf), (20, 0.8)])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gmtheory import icl
-from gmtheory.simulations import get_simulation, run_simulation
+from gmtheory.simulations import get_simulation, make_config, run_simulation
 from gmtheory.simulations import icl_nonlinear_kappa as nk
 
 
@@ -134,6 +134,7 @@ def test_quick_sweep_summary_and_figure(shared_results):
 @pytest.mark.parametrize("sets, match", [({"dmmse_fs": ("relu", "cube")}, "dmmse_fs"),
                                          ({"dmmse_draws": 1}, "dmmse_draws")])
 def test_bad_dmmse_settings_are_named(sets, match):
-    cfg = nk.NonlinearKappaConfig(**sets)
+    sim = get_simulation("icl-nonlinear-kappa")
+    cfg = make_config(sim, overrides=sets)
     with pytest.raises(ValueError, match=match):
-        get_simulation("icl-nonlinear-kappa").points(cfg)
+        sim.points(cfg)

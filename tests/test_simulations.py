@@ -85,6 +85,35 @@ def test_profile_file_is_the_typed_schema(name):
             assert _exact_type(v, hints[k]), f"{path} [{prof}] {k}: {v!r} is not {hints[k]}"
 
 
+@pytest.mark.parametrize("name", sorted(_registry()))
+def test_config_class_holds_no_values(name):
+    """Issue 45 item 4: the TOML file is the only source of a profile's values.  The config
+    class declares fields and types, not defaults (a default would be a second copy that
+    could disagree with the file, as clean-context's steps once did: 1000 in code, 300 in
+    its TOML), so a config is built from the file, and one built without it fails."""
+    import dataclasses
+
+    cls = _registry()[name].config_cls
+    held = [f.name for f in dataclasses.fields(cls)
+            if f.default is not dataclasses.MISSING
+            or f.default_factory is not dataclasses.MISSING]
+    assert not held, f"{cls.__name__} holds values for {held}: move them to the TOML file"
+    with pytest.raises(TypeError):
+        cls()
+
+
+def test_a_profile_missing_a_field_is_named(tmp_path, monkeypatch):
+    """A [quick] table that lacks a field is refused with the file and the field named,
+    not with the dataclass's TypeError."""
+    from gmtheory.simulations import _base, get_simulation, make_config
+
+    src = _base.profile_path("gated-experts").read_text()
+    (tmp_path / "gated-experts.toml").write_text(src.replace("extent", "# extent", 1))
+    monkeypatch.setattr(_base, "profiles_dir", lambda: tmp_path)
+    with pytest.raises(ValueError, match=r"gated-experts.toml \[quick\]: missing .*extent"):
+        make_config(get_simulation("gated-experts"))
+
+
 def test_profiles_dir_is_the_checkout_folder():
     from pathlib import Path
 
@@ -102,7 +131,8 @@ def _fake_profiles(monkeypatch, tmp_path, text, name="gated-experts"):
 
 
 def test_unknown_key_in_a_profile_is_named(monkeypatch, tmp_path):
-    sim = _fake_profiles(monkeypatch, tmp_path, "[quick]\ngrid = 5\n\n[paper]\ngird = 7\n")
+    quick = "[quick]\nseed = 0\ngrid = 5\nextent = 4.0\nu_scale = 1.5\ncov_scale = 0.25\n"
+    sim = _fake_profiles(monkeypatch, tmp_path, quick + "\n[paper]\ngird = 7\n")
     assert make_config(sim, "quick").grid == 5
     with pytest.raises(ValueError) as e:
         make_config(sim, "paper")
@@ -261,10 +291,11 @@ def test_cpu_profile_is_opt_in(monkeypatch, tmp_path):
     from gmtheory.simulations._base import PROFILES
 
     assert cli.PROFILES == PROFILES
-    sim = _fake_profiles(monkeypatch, tmp_path, "[quick]\ngrid = 5\nextent = 2.0\n\n"
-                                               "[paper]\ngrid = 9\n\n[cpu]\nextent = 3.0\n")
+    quick = "[quick]\nseed = 0\ngrid = 5\nextent = 2.0\nu_scale = 1.5\ncov_scale = 0.25\n"
+    sim = _fake_profiles(monkeypatch, tmp_path,
+                         quick + "\n[paper]\ngrid = 9\n\n[cpu]\nextent = 3.0\n")
     cpu = make_config(sim, "cpu")
     assert (cpu.grid, cpu.extent) == (5, 3.0)
-    sim = _fake_profiles(monkeypatch, tmp_path, "[quick]\ngrid = 5\n")
+    sim = _fake_profiles(monkeypatch, tmp_path, quick)
     with pytest.raises(ValueError, match="no cpu profile"):
         make_config(sim, "cpu")

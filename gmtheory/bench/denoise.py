@@ -22,7 +22,7 @@ from .._xla import jit_long
 from ..mixture import GaussianMixture
 from ..operators import softmax_attention
 from ..problems import stream_key
-from ..simulations.clean_context import CleanContextConfig
+from ..simulations import get_simulation, make_config
 from ..stats import mean_se
 from ..training import hyper, minimize_lbfgs, train
 
@@ -180,8 +180,9 @@ def bench_denoise(*, quick: bool = False, budget_s: float = 12.0, max_s: float =
                   record_every: int = 25, max_steps: int = 10**6, seed: int = 0,
                   progress: bool = False, cfg=None, **_) -> dict:
     """``gmtheory bench denoise``: the clean-context denoiser (Smart, Bietti & Sengupta's
-    setup, :class:`CleanContextConfig`: d = 16, 8 centres on the unit sphere, L = 500,
-    s0^2 = 0.02, sZ^2 = 0.1, one softmax head without residual) trained on fresh prompts
+    setup, the task of ``simulations/clean-context.toml``'s quick profile: d = 16, 8 centres
+    on the unit sphere, L = 500, s0^2 = 0.02, sZ^2 = 0.1, one softmax head without
+    residual) trained on fresh prompts
     drawn on the device, float32, through :func:`gmtheory.training.train`.
 
     * ``n_test`` test prompts (float64) and the oracle Bayes MSE on them;
@@ -200,7 +201,8 @@ def bench_denoise(*, quick: bool = False, budget_s: float = 12.0, max_s: float =
     cold, time is reported too). ``quick``: budget 4 s, 500 test prompts. ``cfg`` overrides
     the task (tests use a tiny one). Random draws use the non-partitionable threefry (three
     times faster than the partitionable one on this CPU)."""
-    cfg = cfg or CleanContextConfig()
+    if cfg is None:   # the task of the clean-context quick profile (its TOML file)
+        cfg = make_config(get_simulation("clean-context"))
     if quick:
         budget_s, max_s, n_test = min(budget_s, 4.0), min(max_s, 20.0), min(n_test, 500)
     bar = tqdm(total=5, desc="bench denoise", disable=not progress, leave=False)

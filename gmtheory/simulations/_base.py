@@ -64,12 +64,12 @@ SIMULATIONS: dict[str, Simulation] = {}
 PROFILES = ("quick", "paper", "cpu")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SimConfig:
     """The field every simulation's config has: the seed of its ``jax.random`` keys (each
     point draws from ``fold_in(key(seed), index)``).  Configs subclass it."""
 
-    seed: int = 0
+    seed: int
 
 
 @dataclass(frozen=True)
@@ -342,8 +342,15 @@ def read_config_file(sim: Simulation, path) -> tuple[str | None, dict]:
 
 def make_config(sim: Simulation, profile: str = "quick", overrides: dict | None = None):
     """The config of ``sim``'s ``profile`` (from its TOML file) with ``overrides`` (typed
-    values, e.g. from :func:`parse_overrides` or :func:`read_config_file`) on top."""
-    return sim.config_cls(**{**load_profile(sim, profile), **(overrides or {})})
+    values, e.g. from :func:`parse_overrides` or :func:`read_config_file`) on top.  The
+    TOML file is the only source of values (config classes hold none): a field that the
+    ``[quick]`` table lacks raises ``ValueError`` naming the file and the field."""
+    values = {**load_profile(sim, profile), **(overrides or {})}
+    missing = [f.name for f in dataclasses.fields(sim.config_cls) if f.name not in values]
+    if missing:
+        raise ValueError(f"{profile_path(sim.name)} [quick]: missing {', '.join(missing)}; "
+                         f"the [quick] table lists every field of {sim.config_cls.__name__}.")
+    return sim.config_cls(**values)
 
 
 _LAST_STATS: dict = {}

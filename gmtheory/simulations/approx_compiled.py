@@ -45,11 +45,11 @@ def box_points(rng, lo, hi, n: int):
     return jnp.asarray(np.concatenate([rng.uniform(lo, hi, (n, len(lo))), corners]))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ApproxCompiledConfig(SimConfig):
-    points: int = 20_000
-    betas: tuple[float, ...] = (1e1, 1e2, 1e3, 1e4, 1e5, 1e6)
-    eps: tuple[float, ...] = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5)
+    points: int
+    betas: tuple[float, ...]
+    eps: tuple[float, ...]
 
 
 def _run_point(cfg, point, key):

@@ -265,9 +265,9 @@ def measure_interpolation_affine(values=None, *, d: int = 3, t: float = 0.3, key
             "y_max": float(jnp.max(jnp.abs(y)))}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ApproxRatesConfig(SimConfig):
-    n_random: int = 4096
+    n_random: int
 
 
 def _run_point(cfg, point, key):

@@ -42,21 +42,21 @@ __all__ = ["ApproxTrainedConfig", "train_family", "train_generic", "GENERIC", "F
 RECIP_A = 0.25
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ApproxTrainedConfig(SimConfig):
-    seeds: int = 3
-    steps: int = 1500
-    lr: float = 1e-2
-    n_train: int = 513
-    levels: tuple[int, ...] = (1, 2, 3)
-    pieces: tuple[int, ...] = (4, 8, 16)
-    betas: tuple[float, ...] = (100.0,)               # relu, max-one-head, max-relu-tree
-    anchors: tuple[int, ...] = (9,)                   # interpolation head
-    mul_levels: tuple[int, ...] = (1,)                # multiply
-    newton_steps: tuple[int, ...] = (1,)              # reciprocal-newton, at newton_levels
-    newton_levels: int = 3
-    n_train_nd: int = 512                             # random training points in d > 1
-    generic_steps: int = 500                          # Adam steps of the six new families
+    seeds: int
+    steps: int
+    lr: float
+    n_train: int
+    levels: tuple[int, ...]
+    pieces: tuple[int, ...]
+    betas: tuple[float, ...]               # relu, max-one-head, max-relu-tree
+    anchors: tuple[int, ...]                   # interpolation head
+    mul_levels: tuple[int, ...]                # multiply
+    newton_steps: tuple[int, ...]              # reciprocal-newton, at newton_levels
+    newton_levels: int
+    n_train_nd: int                             # random training points in d > 1
+    generic_steps: int                          # Adam steps of the six new families
 
 
 def _init(key, family, size):

@@ -42,19 +42,19 @@ from ._base import SimConfig, Simulation, register
 __all__ = ["CleanContextConfig", "clean_prompts"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CleanContextConfig(SimConfig):
-    d: int = 16
-    centres: int = 8
-    L: int = 500
-    s0_sq: float = 0.02
-    sz_sq: float = 0.1
-    steps: int = 1000
-    batch: int = 80
-    lr: float = 1e-2
-    pool: int = 800
-    test: int = 200
-    seeds: int = 2
+    d: int
+    centres: int
+    L: int
+    s0_sq: float
+    sz_sq: float
+    steps: int
+    batch: int
+    lr: float
+    pool: int
+    test: int
+    seeds: int
 
 
 def _mixture(key, cfg):

@@ -31,17 +31,17 @@ __all__ = ["Fig2Config", "IteratesConfig", "SweepConfig", "fig2_problem", "PHASE
 fig2_problem = D.figure2_mixture
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Fig2Config(SimConfig):
-    seeds: int = 4
-    steps: int = 4000
-    lr: float = 2e-3
-    clip: float = 10.0
-    batch: int = 64
-    init_scale: float = 0.1
-    eval_every: int = 20
-    gh_order: int = 20
-    single_head_starts: int = 10
+    seeds: int
+    steps: int
+    lr: float
+    clip: float
+    batch: int
+    init_scale: float
+    eval_every: int
+    gh_order: int
+    single_head_starts: int
 
 
 def _fig2_run(cfg, point, key):
@@ -85,20 +85,20 @@ register(Simulation(
 ))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class IteratesConfig(SimConfig):
-    xi_strong: float = 2.0
-    xi_weak: float = 4.0
-    n_starts: int = 24
-    n_iter: int = 30
-    n_lambda: int = 200
-    n_critical: int = 100_000
+    xi_strong: float
+    xi_weak: float
+    n_starts: int
+    n_iter: int
+    n_lambda: int
+    n_critical: int
     # the strong-separation limits that check denoising.31 reads: the same starts iterated
     # n_limit times at each lambda > 1 (the contraction lambda^2 (1 - u^2) <= 0.85 there, so
     # 2000 steps leave them at round-off from +-u_lambda (0, 3))
-    limit_lambdas: tuple[float, ...] = (1.2, 1.5, 2.0, 3.0)
-    n_limit: int = 2000
-    lambda_sub: float = 0.8        # the geometric collapse below lambda = 1
+    limit_lambdas: tuple[float, ...]
+    n_limit: int
+    lambda_sub: float        # the geometric collapse below lambda = 1
 
 
 def _iterates_run(cfg, point, key):
@@ -163,17 +163,17 @@ register(Simulation(
 PHASE_FLOOR = 1e-12
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepConfig(SimConfig):
     """Phase diagram over (xi/gamma, |m1 - m2|/xi) with gamma = 1, d = 2.
 
     Means ``m_{1,2} = (±D/2, 1)`` (equal norms, non-collinear), ``D = sep * xi``, pi = 1/2.
     """
 
-    ratios: tuple[float, ...] = (0.35, 0.6, 1.0, 1.7, 2.8)
-    seps: tuple[float, ...] = (0.5, 1.5, 2.5, 3.5, 5.0)
-    starts: int = 1
-    gh_order: int = 16
+    ratios: tuple[float, ...]
+    seps: tuple[float, ...]
+    starts: int
+    gh_order: int
 
 
 def sweep_problem(ratio: float, sep: float):

@@ -19,12 +19,12 @@ from ._base import SimConfig, Simulation, register
 __all__ = ["GatedExpertsConfig", "gated_experts_problem"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GatedExpertsConfig(SimConfig):
-    grid: int = 61
-    extent: float = 4.0
-    u_scale: float = 1.5
-    cov_scale: float = 0.25
+    grid: int
+    extent: float
+    u_scale: float
+    cov_scale: float
 
 
 def gated_experts_problem(cfg):

@@ -59,7 +59,7 @@ EXPERIMENTS = ("selective-copy", "slot-normalisation", "isotropic-router",
                "usage-entropy-loss", "kmeans-init")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AblationConfig(GMAModelConfig):
     """The small GMA experiments of the reference (module docstring).
 
@@ -69,20 +69,20 @@ class AblationConfig(GMAModelConfig):
     how the effects scale with length or width.
     """
 
-    experiments: tuple[str, ...] = EXPERIMENTS
-    max_train_bytes: int = 1_000_000
-    max_val_bytes: int = 200_000
-    width: int = 32
-    records: int = 5
-    n_train: int = 2048
-    n_val: int = 128
-    copy_data: int = 8        # data tokens to copy (the sequence is width - copy_data + copy_data)
-    copy_symbols: int = 8
-    sharp_tau0: float = 0.1   # starting temperature of the dead-component rows
-    aux_weight: float = 0.1
-    router_K: int = 8         # isotropic-router: components, routing dimension, samples
-    router_dim: int = 4
-    router_samples: int = 4096
+    experiments: tuple[str, ...]
+    max_train_bytes: int
+    max_val_bytes: int
+    width: int
+    records: int
+    n_train: int
+    n_val: int
+    copy_data: int        # data tokens to copy (the sequence is width - copy_data + copy_data)
+    copy_symbols: int
+    sharp_tau0: float   # starting temperature of the dead-component rows
+    aux_weight: float
+    router_K: int         # isotropic-router: components, routing dimension, samples
+    router_dim: int
+    router_samples: int
 
     def __post_init__(self):
         bad = sorted(set(self.experiments) - set(EXPERIMENTS))

@@ -38,7 +38,7 @@ __all__ = ["GMMConfig", "CASES", "limit_order"]
 CASES = ("A", "B", "D")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GMMConfig(GMAModelConfig):
     """In-context tasks on Gaussian-mixture prompts (:func:`gmtheory.tasks.gmm_icl`: ``L``
     points of an equal-weight mixture of ``n_classes`` components ``N(m_k, var I_d)``), at
@@ -93,17 +93,17 @@ class GMMConfig(GMAModelConfig):
     64, 3^8 nodes at d = 8) is sized for one GPU and was not run.
     """
 
-    cases: tuple[str, ...] = CASES
-    ds: tuple[int, ...] = (2, 8)
-    n_classes: int = 3
-    sep: float = 2.0
-    var: float = 0.25
-    noise: float = 1.0        # case D: standard deviation of the query's noise
-    L: int = 16
-    n_train: int = 8192
-    n_test: int = 512
-    order: int = 16           # Gauss-Hermite nodes per axis of the L = inf limit, at most
-    max_nodes: int = 256      # ... and at most this many nodes per component (order^d)
+    cases: tuple[str, ...]
+    ds: tuple[int, ...]
+    n_classes: int
+    sep: float
+    var: float
+    noise: float        # case D: standard deviation of the query's noise
+    L: int
+    n_train: int
+    n_test: int
+    order: int           # Gauss-Hermite nodes per axis of the L = inf limit, at most
+    max_nodes: int      # ... and at most this many nodes per component (order^d)
 
     def __post_init__(self):
         _check_config(self)

@@ -209,7 +209,7 @@ def _pad(a, n, value):
 
 
 # ------------------------------------------------------------------ shared model fields
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GMAModelConfig(SimConfig):
     """The fields the three GMA experiments share: the seeds trained at once, the mixers
     compared, the model (:class:`gmtheory.gma_models.ModelConfig`: width ``d_model``,
@@ -217,21 +217,21 @@ class GMAModelConfig(SimConfig):
     ``features`` random features of FAVOR+) and the optimiser (``steps`` of ``batch``
     sequences, AdamW peaking at ``lr``: :func:`gmtheory.gma_models.make_optimizer`)."""
 
-    seeds: int = 3
-    mixers: tuple[str, ...] = ("softmax", "linear", "performer", "gma")  # "ssm" in paper
-    d_model: int = 32
-    depth: int = 1
-    heads: int = 2
-    mlp_hidden: int = 64
-    K: int = 8
-    features: int = 16
-    steps: int = 150
-    batch: int = 16
-    lr: float = 3e-3
+    seeds: int
+    mixers: tuple[str, ...]  # "ssm" in paper
+    d_model: int
+    depth: int
+    heads: int
+    mlp_hidden: int
+    K: int
+    features: int
+    steps: int
+    batch: int
+    lr: float
 
 
 # --------------------------------------------------------------------------- gma-recall
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RecallConfig(GMAModelConfig):
     """ListOps and MQAR accuracy against sequence length, four mixers.
 
@@ -251,17 +251,17 @@ class RecallConfig(GMAModelConfig):
     (:mod:`gmtheory.figures.gma_claims`).
     """
 
-    tasks: tuple[str, ...] = ("listops", "mqar")
-    listops_lengths: tuple[int, ...] = (16, 32)
-    listops_causal: bool = True
-    mqar_lengths: tuple[int, ...] = (16, 32)
-    mqar_pairs: int = 4
-    mqar_keys: int = 16
-    listops_steps: int = 0    # ListOps' training steps (0: ``steps``, as MQAR)
-    width: int = 32           # every sequence padded to this (0: each to its own N)
-    records: int = 5
-    n_train: int = 2048
-    n_test: int = 128         # evaluated in one batch every record (softmax: N^2 scores each)
+    tasks: tuple[str, ...]
+    listops_lengths: tuple[int, ...]
+    listops_causal: bool
+    mqar_lengths: tuple[int, ...]
+    mqar_pairs: int
+    mqar_keys: int
+    listops_steps: int    # ListOps' training steps (0: ``steps``, as MQAR)
+    width: int           # every sequence padded to this (0: each to its own N)
+    records: int
+    n_train: int
+    n_test: int         # evaluated in one batch every record (softmax: N^2 scores each)
 
     def __post_init__(self):
         if "mqar" in self.tasks and T.mqar_vocab(self.mqar_keys) > VOCAB:
@@ -407,7 +407,7 @@ register(Simulation(
 
 
 # ------------------------------------------------------------------------------ gma-lm
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LMConfig(GMAModelConfig):
     """Causal byte-level LM on the Python standard library's top-level ``.py`` files
     (:func:`gmtheory.tasks.stdlib_corpus`: files whose name hashes to 0 mod 8 held out).
@@ -425,12 +425,12 @@ class LMConfig(GMAModelConfig):
     README's claim table.
     """
 
-    max_train_bytes: int = 1_000_000
-    max_val_bytes: int = 200_000
-    width: int = 32
-    records: int = 5
-    n_train: int = 2048       # 0: every non-overlapping window
-    n_val: int = 128
+    max_train_bytes: int
+    max_val_bytes: int
+    width: int
+    records: int
+    n_train: int       # 0: every non-overlapping window
+    n_val: int
 
 
 @functools.lru_cache(maxsize=2)

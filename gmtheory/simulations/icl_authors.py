@@ -26,11 +26,11 @@ __all__ = ["AuthorsConfig"]
 AUTHORS_DS = (10, 32, 64)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AuthorsConfig(SimConfig):
-    ds: tuple[int, ...] = (10,)
-    trials: int = 20
-    draws: int = 400
+    ds: tuple[int, ...]
+    trials: int
+    draws: int
 
     def __post_init__(self):
         bad = [d for d in self.ds if d not in AUTHORS_DS]

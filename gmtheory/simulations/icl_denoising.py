@@ -40,18 +40,18 @@ from ._base import SimConfig, Simulation, register
 __all__ = ["ICLDenoisingConfig", "sample_prompts", "model_apply", "inverse_temperature_trend"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ICLDenoisingConfig(SimConfig):
-    d: int = 2
-    gamma: float = 0.5
-    xi: float = 1.0
-    Ls: tuple[int, ...] = (32, 128, 512)
-    seeds: int = 4
-    steps: int = 400
-    batch: int = 16
-    n_queries: int = 8
-    lr: float = 2e-2
-    eval_prompts: int = 128
+    d: int
+    gamma: float
+    xi: float
+    Ls: tuple[int, ...]
+    seeds: int
+    steps: int
+    batch: int
+    n_queries: int
+    lr: float
+    eval_prompts: int
 
 
 def _task(key, d):

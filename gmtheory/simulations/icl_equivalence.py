@@ -30,19 +30,19 @@ from .icl_sims import (
 __all__ = ["EquivalenceConfig"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EquivalenceConfig(SimConfig):
-    ds: tuple[int, ...] = (16, 32)
-    alpha: float = 2.0
-    kappa: float = float("inf")
-    rho: float = 0.1
-    lam: float = 1e-3
-    taus: tuple[float, ...] = (0.5, 2.0, 4.0)
-    fs: tuple[str, ...] = ("relu", "sign", "tanh", "erf")
-    trials: int = 8
-    lams: tuple[float, ...] = (0.01, 0.1, 1.0)    # the ridge sweep (c1^2 rescaling of lambda)
-    lam_tau: float = 1.25                         # ... at one tau near the peak at tau = 1
-    lam_fs: tuple[str, ...] = ("relu", "tanh")    # ... for these targets, at every d
+    ds: tuple[int, ...]
+    alpha: float
+    kappa: float
+    rho: float
+    lam: float
+    taus: tuple[float, ...]
+    fs: tuple[str, ...]
+    trials: int
+    lams: tuple[float, ...]    # the ridge sweep (c1^2 rescaling of lambda)
+    lam_tau: float                         # ... at one tau near the peak at tau = 1
+    lam_fs: tuple[str, ...]    # ... for these targets, at every d
 
 
 def _lam_axes(cfg):

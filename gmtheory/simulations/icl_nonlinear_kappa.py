@@ -253,19 +253,19 @@ def half_point(kappas, g_mean, g_se, kappa_ref):
 
 # ---------------------------------------------------------------- the sweep ------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NonlinearKappaConfig(SimConfig):
-    ds: tuple[int, ...] = (16, 24)
-    alphas: tuple[float, ...] = (10.0,)
-    taus: tuple[float, ...] = (2.0,)              # paired with alphas (tau = 0.2 alpha)
-    kappas: tuple[float, ...] = KAPPAS
-    kappa_ref: float = 0.215                      # kappa_1/2: half of g_task at kappa_ref
-    fs: tuple[str, ...] = tuple(FUNCTIONS)
-    rho: float = 0.01
-    lam: float = 1e-6
-    trials: int = 12
-    dmmse_fs: tuple[str, ...] = ("relu", "sign")  # dMMSE at d = max(ds), alphas[0]
-    dmmse_draws: int = 256                        # test prompts per kappa, ICL and IDG each
+    ds: tuple[int, ...]
+    alphas: tuple[float, ...]
+    taus: tuple[float, ...]              # paired with alphas (tau = 0.2 alpha)
+    kappas: tuple[float, ...]
+    kappa_ref: float                      # kappa_1/2: half of g_task at kappa_ref
+    fs: tuple[str, ...]
+    rho: float
+    lam: float
+    trials: int
+    dmmse_fs: tuple[str, ...]  # dMMSE at d = max(ds), alphas[0]
+    dmmse_draws: int                        # test prompts per kappa, ICL and IDG each
 
 
 def _pad(cfg, d, alpha, tau):

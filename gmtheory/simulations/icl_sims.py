@@ -152,15 +152,15 @@ def log_distance_grid(lo: float, hi: float, n: int, closest: float = 1e-4):
 
 # ---------------------------------------------------------------- double descent ------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DoubleDescentConfig(SimConfig):
-    ds: tuple[int, ...] = (16, 32)
-    alpha: float = 1.0
-    kappa: float = float("inf")
-    rho: float = 0.1
-    lams: tuple[float, ...] = (1e-4, 1e-2, 1e-1)
-    taus: tuple[float, ...] = (0.25, 0.5, 0.8, 1.25, 2.0, 4.0)
-    trials: int = 6
+    ds: tuple[int, ...]
+    alpha: float
+    kappa: float
+    rho: float
+    lams: tuple[float, ...]
+    taus: tuple[float, ...]
+    trials: int
 
 
 def _dd_abc(cfg):
@@ -221,15 +221,15 @@ register(Simulation(
 
 # ---------------------------------------------------------------- alpha ----------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AlphaConfig(SimConfig):
-    ds: tuple[int, ...] = (16, 32)
-    tau: float = 3.0
-    kappas: tuple[float, ...] = (0.5, float("inf"))
-    rho: float = 0.1
-    lam: float = 1e-4
-    alphas: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
-    trials: int = 6
+    ds: tuple[int, ...]
+    tau: float
+    kappas: tuple[float, ...]
+    rho: float
+    lam: float
+    alphas: tuple[float, ...]
+    trials: int
 
 
 def _alpha_abc(cfg):
@@ -287,15 +287,15 @@ register(Simulation(
 
 # ---------------------------------------------------------------- g_task ---------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GtaskConfig(SimConfig):
-    ds: tuple[int, ...] = (10, 20, 40)
-    alphas: tuple[float, ...] = (6.0, 10.0, 20.0)
-    kappas: tuple[float, ...] = (0.2, 0.5, 1.0, 2.0, 4.0, 16.0)
-    rho: float = 0.01
-    lam: float = 1e-6
-    trials: int = 4
-    dmmse_draws: int = 400
+    ds: tuple[int, ...]
+    alphas: tuple[float, ...]
+    kappas: tuple[float, ...]
+    rho: float
+    lam: float
+    trials: int
+    dmmse_draws: int
 
 
 def _gtask_abc(cfg):
@@ -424,15 +424,15 @@ def equivalent_moments(name: str, rho: float) -> dict:
 
 # ---------------------------------------------------------------- finite d -------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FiniteDConfig(SimConfig):
-    ds: tuple[int, ...] = (8, 12, 16, 24, 32)
-    alpha: float = 2.0
-    tau: float = 2.0
-    kappa: float = 1.0
-    rho: float = 0.1
-    lam: float = 1e-3
-    trials: int = 16
+    ds: tuple[int, ...]
+    alpha: float
+    tau: float
+    kappa: float
+    rho: float
+    lam: float
+    trials: int
 
 
 def _fd_point(cfg, p, key):

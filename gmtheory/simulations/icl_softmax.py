@@ -46,18 +46,18 @@ from ._base import SimConfig, Simulation, register
 __all__ = ["ICLSoftmaxConfig"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ICLSoftmaxConfig(SimConfig):
-    ds: tuple[int, ...] = (8, 16)
-    alphas: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
-    rho: float = 0.1
-    seeds: int = 2
-    steps: int = 1000
-    batch: int = 64
-    lr: float = 0.02
-    decay: float = 10.0        # AdamW weight decay on the symmetry-breaking parts
-    decay_until: float = 0.95  # fraction of the steps with that decay; the rest run free
-    n_eval: int = 4096
+    ds: tuple[int, ...]
+    alphas: tuple[float, ...]
+    rho: float
+    seeds: int
+    steps: int
+    batch: int
+    lr: float
+    decay: float        # AdamW weight decay on the symmetry-breaking parts
+    decay_until: float  # fraction of the steps with that decay; the rest run free
+    n_eval: int
 
 
 def _ell(d, alpha):

@@ -37,16 +37,16 @@ from ._base import SimConfig, Simulation, assemble_grid, grid, register
 __all__ = ["ICLSoftmaxExactConfig"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ICLSoftmaxExactConfig(SimConfig):
-    ells: tuple[int, ...] = (8, 16, 32)
-    alphas: tuple[float, ...] = (1.0, 2.0, 4.0)
-    rho: float = 0.1
-    tasks: int = 32
-    queries: int = 8
-    rel_se: float = 0.0025
-    chunk: int = 512
-    max_sets: int = 2**18
+    ells: tuple[int, ...]
+    alphas: tuple[float, ...]
+    rho: float
+    tasks: int
+    queries: int
+    rel_se: float
+    chunk: int
+    max_sets: int
 
 
 @partial(jax.jit, static_argnames=("d", "ell", "n", "K", "Q"))

@@ -67,7 +67,7 @@ def _record_every(steps: int, records: int = 20) -> int:
 
 # ---------------------------------------------------------------- Figure 1 ------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Fig1Config(SimConfig):
     """Check lda.19's protocol: theta^(1) + ``amp`` along the slowest damped Hessian
     direction + N(0, noise^2) per entry; theta^(2) + N(0, noise^2) (Table 3).  The quick
@@ -75,13 +75,13 @@ class Fig1Config(SimConfig):
     iterations), so that the theta^(1) distance falls over several decades; the paper
     profile takes the paper's step.  Exponential fits start at iteration ``fit_from``."""
 
-    steps: int = 2000
-    record_every: int = 10
-    lr: float = 0.5
-    amp: float = 1e-3
-    noise: float = 1e-6
-    order: int = 64
-    fit_from: int = 200
+    steps: int
+    record_every: int
+    lr: float
+    amp: float
+    noise: float
+    order: int
+    fit_from: int
 
 
 def _hessian_modes(prob, th, order):
@@ -181,16 +181,16 @@ register(Simulation(
 
 # ---------------------------------------------------------------- Figures 4 and 5 -----
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SGDConfig(SimConfig):
-    seeds: int = 8
-    steps: int = 6000
-    batch: int = 256
-    lr: float = 1e-2
-    eval_every: int = 20
-    order: int = 40
-    early_steps: int = 200   # Fig. 5 start: the same runs' first steps, recorded densely
-    early_every: int = 2
+    seeds: int
+    steps: int
+    batch: int
+    lr: float
+    eval_every: int
+    order: int
+    early_steps: int   # Fig. 5 start: the same runs' first steps, recorded densely
+    early_every: int
 
 
 def _sgd_init(key, d, init):
@@ -379,21 +379,21 @@ register(Simulation(
 
 # ---------------------------------------------------------------- finite prompts ------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FinitePromptConfig(SimConfig):
-    Ls: tuple[int, ...] = (16, 64, 256, 1024)
-    seeds: int = 3
-    steps: int = 1500
-    tokens_per_step: int = 4096   # prompts per step = max(min_batch, tokens_per_step // L)
-    min_batch: int = 8
-    queries: int = 16
-    train_dtype: str = "float32"  # training only; every evaluation runs in float64
-    lr: float = 2e-2
-    eval_prompts: int = 256
-    eval_queries: int = 64
-    init_scale: float = 0.1
-    order: int = 64
-    fit_max_L: int = 256          # the softmax power-law fit uses L <= fit_max_L
+    Ls: tuple[int, ...]
+    seeds: int
+    steps: int
+    tokens_per_step: int   # prompts per step = max(min_batch, tokens_per_step // L)
+    min_batch: int
+    queries: int
+    train_dtype: str  # training only; every evaluation runs in float64
+    lr: float
+    eval_prompts: int
+    eval_queries: int
+    init_scale: float
+    order: int
+    fit_max_L: int          # the softmax power-law fit uses L <= fit_max_L
 
 
 def _prompts(prob, key, B, L, Q):
@@ -534,15 +534,15 @@ def sweep_problem(d: int, pi_pos: float, separation: float) -> lda.LDAProblem:
                           np.eye(d), pi_pos)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepConfig(SimConfig):
-    pi_pos: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9)
-    separation: tuple[float, ...] = (0.5, 1.0, 2.0, 3.0)
-    d: tuple[int, ...] = (2, 5)
-    steps: int = 2000
-    lr: float = 5e-2
-    order: int = 32       # training
-    eval_order: int = 96  # final risks (same rule for R* through the Bayes parameters)
+    pi_pos: tuple[float, ...]
+    separation: tuple[float, ...]
+    d: tuple[int, ...]
+    steps: int
+    lr: float
+    order: int       # training
+    eval_order: int  # final risks (same rule for R* through the Bayes parameters)
 
 
 def _adam_population(prob, th0, lr, steps, order):

@@ -25,17 +25,17 @@ from ._base import SimConfig, Simulation, register
 __all__ = ["PromptConvergenceConfig"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PromptConvergenceConfig(SimConfig):
-    d: int = 3
-    n_components: int = 3
-    n_queries: int = 4
-    max_quad: float = 1.0
-    Ls: tuple[int, ...] = (100, 316, 1000, 3162, 10000, 31623)
-    reps: int = 48
-    quad_levels: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 3.0, 4.0)
-    L_ess: int = 3000
-    reps_ess: int = 1024
+    d: int
+    n_components: int
+    n_queries: int
+    max_quad: float
+    Ls: tuple[int, ...]
+    reps: int
+    quad_levels: tuple[float, ...]
+    L_ess: int
+    reps_ess: int
 
 
 def _points(cfg):
