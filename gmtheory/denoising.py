@@ -25,7 +25,6 @@ goes through :mod:`gmtheory.training`.
 
 from __future__ import annotations
 
-from functools import cache, partial
 from typing import NamedTuple
 
 import equinox as eqx
@@ -438,12 +437,15 @@ def _single_head_excess(theta, data, order):
     return excess_risk(lambda q: softmax_attention_limit(mz, U, V, q), mix, xi, order)
 
 
-@cache
-def _single_head_objective(order: int):
-    """The same objective object for every call of one ``order``: the compiled
-    value-and-grad of :func:`gmtheory.training.minimize_lbfgs` is cached by function, so a
-    sweep of :func:`single_head_search` compiles it once instead of once per call."""
-    return partial(_single_head_excess, order=order)
+class _SingleHeadObjective(eqx.Module):
+    """:func:`_single_head_excess` at one Gauss-Hermite ``order``, as a module that
+    :func:`gmtheory.training.minimize_lbfgs` keys on its static field: every call of
+    :func:`single_head_search` with one ``order`` shares one compiled value-and-grad."""
+
+    order: int = eqx.field(static=True)
+
+    def __call__(self, theta, data):
+        return _single_head_excess(theta, data, self.order)
 
 
 def single_head_search(mixture: GaussianMixture, xi, starts: int, key, *, order: int = 24,
@@ -468,7 +470,7 @@ def single_head_search(mixture: GaussianMixture, xi, starts: int, key, *, order:
         x0s.append(jnp.concatenate([jnp.ravel(as_float_array(init[0], "init U")),
                                     jnp.ravel(as_float_array(init[1], "init V"))]))
     data = (mixture, jnp.asarray(float(xi)))
-    res = minimize_lbfgs(_single_head_objective(int(order)), x0s[0], data,
+    res = minimize_lbfgs(_SingleHeadObjective(int(order)), x0s[0], data,
                          starts=x0s[1:], maxiter=maxiter, gtol=gtol)
     th = res.x
     return SingleHeadFit(res.fun, th[: d * d].reshape(d, d), th[d * d:].reshape(d, d),

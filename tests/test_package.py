@@ -135,3 +135,33 @@ def test_no_module_imports_another_modules_private_names():
                         f"{node.module or ''} import {a.name}" for a in node.names
                         if a.name.startswith("_") and not a.name.startswith("__")]
     assert not bad, "private names imported across modules:\n" + "\n".join(bad)
+
+
+# open (issue 45 item 5): gma_models.make_optimizer's warm-up-cosine schedule checks its
+# peak value in Python, so its learning rate cannot travel as data (training.hyper) yet
+CACHED_FACTORIES_LEFT = {"gmtheory/simulations/gma_sims.py::_optimizer"}
+
+
+def test_no_cache_pins_a_loss_or_an_objective():
+    """Issue 45 item 5: the training engine keys its compiled programs on an ``eqx.Module``
+    loss's static fields (and a plain function by identity), so a loss, an optimiser or
+    an L-BFGS objective is a module or a module-level function, not a closure that a
+    ``functools.cache`` / ``lru_cache`` factory pins to one object per setting."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    found = set()
+    for f in sorted((root / "gmtheory").rglob("*.py")):
+        if f.name == "training.py":   # the engine: its program caches are what keys on them
+            continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            names = {ast.unparse(d).split("(")[0] for d in node.decorator_list}
+            cached = names & {"cache", "lru_cache", "functools.cache", "functools.lru_cache"}
+            if cached and any(w in node.name.lower() for w in ("loss", "optim", "objective")):
+                found.add(f"{f.relative_to(root)}::{node.name}")
+    new = sorted(found - CACHED_FACTORIES_LEFT)
+    assert not new, f"a cache pins a loss, optimiser or objective: {new}"
+    assert CACHED_FACTORIES_LEFT <= found, "a listed factory is gone: take it off the list"

@@ -29,9 +29,9 @@ the same.  Documentation: ``docs/topics/gma.md#small-experiments``.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -53,7 +53,8 @@ from .gma_sims import (
     seq_run,
 )
 
-__all__ = ["AblationConfig", "EXPERIMENTS", "linear_router_gap", "usage_entropy_loss"]
+__all__ = ["AblationConfig", "EXPERIMENTS", "UsageEntropyLoss", "linear_router_gap",
+           "usage_entropy_loss"]
 
 EXPERIMENTS = ("selective-copy", "slot-normalisation", "isotropic-router",
                "usage-entropy-loss", "kmeans-init")
@@ -160,15 +161,18 @@ def _router_point(cfg, key):
 
 
 # --------------------------------------------------------------- the trained rows
-@functools.cache
-def usage_entropy_loss(batch: int, weight: float):
+class UsageEntropyLoss(eqx.Module):
     """Cross-entropy of ``batch`` random rows minus ``weight`` times the mean normalised
     usage entropy ``H(mean_n r_n) / log K`` of every GMA layer's key responsibilities on
     them (each head; :func:`gmtheory.gma_analysis.usage_entropy_array`): the auxiliary loss
-    against dead components.  One function per ``(batch, weight)``: the training engine
-    caches its compiled program on the loss's identity."""
-    def loss(model, data, key):
-        idx = jax.random.randint(key, (batch,), 0, data["tokens"].shape[0])
+    against dead components.  ``batch`` is static (a shape); ``weight`` is data, so the
+    training engine runs one compiled program for every weight."""
+
+    batch: int = eqx.field(static=True)
+    weight: jax.Array
+
+    def __call__(self, model, data, key):
+        idx = jax.random.randint(key, (self.batch,), 0, data["tokens"].shape[0])
         tokens, label = data["tokens"][idx], data["label"][idx]
         ce = seq_ce(model, tokens, label, False)[0]
         ents = []
@@ -176,8 +180,12 @@ def usage_entropy_loss(batch: int, weight: float):
             if blk.mixer.kind == "gma":
                 _, rk, _ = gma.routes(blk.mixer.gma, blk.ln1(x))        # (H, B, N, K)
                 ents += [usage_entropy_array(rk[h]) for h in range(rk.shape[0])]
-        return ce - weight * jnp.mean(jnp.stack(ents)) if ents else ce
-    return loss
+        return ce - self.weight * jnp.mean(jnp.stack(ents)) if ents else ce
+
+
+def usage_entropy_loss(batch: int, weight: float) -> UsageEntropyLoss:
+    """:class:`UsageEntropyLoss` for ``batch`` rows and auxiliary ``weight``."""
+    return UsageEntropyLoss(int(batch), jnp.asarray(weight, jnp.float32))
 
 
 def _lm_row(cfg, key, data, desc, *, model_kw=None, loss=None, init=None):

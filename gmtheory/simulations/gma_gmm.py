@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -32,7 +33,7 @@ from ..stats import mean_se
 from ._base import Simulation, register
 from .gma_sims import GMAModelConfig, masked_ce, matched_models, train_seeds
 
-__all__ = ["GMMConfig", "CASES", "limit_order"]
+__all__ = ["GMMConfig", "GMMLoss", "CASES", "limit_order"]
 
 #: A, B: classification (means fixed / redrawn per prompt); D: denoising (means redrawn).
 CASES = ("A", "B", "D")
@@ -153,19 +154,22 @@ def _shape(cfg):
     return dmax, dmax + cfg.n_classes + 1, max(cfg.n_classes, dmax)
 
 
-@functools.cache
-def _gmm_loss(batch, C):
+class GMMLoss(eqx.Module):
     """At the query of ``batch`` random prompts of the pool: the cross-entropy of the
     first ``C`` outputs (classification pools) or the squared error of the first ``d``
     per coordinate (``data["dmask"]``; denoising pools, ``data["denoise"]``).  One loss,
-    so that every point of a mixer runs one compiled training program."""
-    def loss(model, data, key):
-        idx = jax.random.randint(key, (batch,), 0, data["inputs"].shape[0])
+    so that every point of a mixer runs one compiled training program (the engine keys it
+    on the static fields)."""
+
+    batch: int = eqx.field(static=True)
+    C: int = eqx.field(static=True)
+
+    def __call__(self, model, data, key):
+        idx = jax.random.randint(key, (self.batch,), 0, data["inputs"].shape[0])
         out = model(data["inputs"][idx])[:, -1].astype(jnp.float32)
-        ce = masked_ce(out[:, :C], data["label"][idx], jnp.ones((batch,)))
+        ce = masked_ce(out[:, :self.C], data["label"][idx], jnp.ones((self.batch,)))
         return jnp.where(data["denoise"], _masked_mse(out, data["target"][idx], data["dmask"]),
                          ce)
-    return loss
 
 
 def _masked_mse(out, target, dmask):
@@ -331,7 +335,7 @@ def _gmm_point(cfg, point, key):
     _, d_in, n_out = _shape(cfg)
     mcfg = matched_models(cfg, (mixer,), d_in=d_in, n_out=n_out, causal=False)[mixer]
     train_pool, test = _gmm_pools(cfg, case, d)
-    res, clock = train_seeds(mcfg, _gmm_loss(cfg.batch, cfg.n_classes), key, cfg.seeds,
+    res, clock = train_seeds(mcfg, GMMLoss(int(cfg.batch), int(cfg.n_classes)), key, cfg.seeds,
                              steps=cfg.steps, lr=cfg.lr, data=train_pool,
                              desc=f"gma-gmm {case} d={d} {mixer}",
                              tag=["gma-gmm", case, f"d{d}", mixer])

@@ -31,6 +31,7 @@ import functools
 import time
 from dataclasses import dataclass
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -153,20 +154,23 @@ def masked_ce(logits, labels, weight):
 # ListOps, MQAR and the byte LM are all "sequence labelling": int tokens (B, W) and a
 # label per position (-1: no target).  With the same model configuration, width W,
 # batch, steps and learning rate they run the *same* compiled program per mixer (the
-# engine caches it on the loss function's and the optimiser's identity), which is what
+# engine caches it on the loss's static fields and the optimiser), which is what
 # keeps the quick profiles of gma-recall and gma-lm inside their CPU budget.
 VOCAB = 256
 
 
-@functools.cache
-def _seq_loss(batch: int, masked: bool):
+class SeqLoss(eqx.Module):
     """Masked cross-entropy over the labelled positions of ``batch`` random rows of
     ``data["tokens"]``; ``masked``: padding (token 0) is masked out of the keys
-    (bidirectional models; causal models need no mask for trailing padding)."""
-    def loss(model, data, key):
-        idx = jax.random.randint(key, (batch,), 0, data["tokens"].shape[0])
-        return seq_ce(model, data["tokens"][idx], data["label"][idx], masked)[0]
-    return loss
+    (bidirectional models; causal models need no mask for trailing padding).  A module
+    whose static fields key the engine's compiled program: equal settings, one program."""
+
+    batch: int = eqx.field(static=True)
+    masked: bool = eqx.field(static=True)
+
+    def __call__(self, model, data, key):
+        idx = jax.random.randint(key, (self.batch,), 0, data["tokens"].shape[0])
+        return seq_ce(model, data["tokens"][idx], data["label"][idx], self.masked)[0]
 
 
 def seq_ce(model, tokens, label, masked):
@@ -196,7 +200,7 @@ def seq_run(cfg, mixer, data, key, *, causal, width, desc, tag, steps=None, mode
     mcfg = matched_models(cfg, (mixer,), vocab=VOCAB, n_out=VOCAB, causal=causal,
                           max_len=width, **(model_kw or {}))[mixer]
     data = {k: jnp.asarray(v) for k, v in data.items()}
-    res, clock = train_seeds(mcfg, loss or _seq_loss(cfg.batch, not causal), key, cfg.seeds,
+    res, clock = train_seeds(mcfg, loss or SeqLoss(int(cfg.batch), not causal), key, cfg.seeds,
                              steps=steps or cfg.steps, lr=cfg.lr, data=data,
                              records=cfg.records,
                              metrics_fn=_seq_metrics if causal else _seq_metrics_masked,
