@@ -18,6 +18,7 @@ from ..stats import (
     bonferroni_t,
     bonferroni_z,
     extrapolate_inverse,
+    fit_loglog_weighted,
     mean_se,
 )
 from ._registry import (
@@ -25,6 +26,7 @@ from ._registry import (
     agreement,
     count,
     experiment,
+    experiment_profile,
     register_check,
     upper_bound,
 )
@@ -250,36 +252,56 @@ def _sim_error(key, d, alpha, tau, kappa, rho, lam, trials, f=None, mom=None):
     return float(m), float(se)
 
 
+# icl.04: the claim's exponent is -1, and its neighbours -1/2 (a fluctuation-size bias) and
+# -3/2 lie 1/2 away: the equivalence margin, fixed from the claim.  d = 8 is pre-asymptotic
+# (the O(1/d^2) term is a quarter of the gap there), so the exponent is fitted from d = 16
+ICL04_TOL, ICL04_FROM = 0.5, 16
+
+
 @register_check(
     "icl.04-simulation-approaches-theory",
     "Pretraining simulations (ridge, exact test error; the icl-finite-d figure's own run, "
-    "d = 8..32, 16 trials each) approach the asymptotic ridge e_ICL with an O(1/d) bias: "
-    "the exponent of |simulation - theory| in d, fitted with each point's Monte Carlo SE, "
-    "is -1 within t x its SE, and it is negative (alpha = 2, tau = 2, kappa = 1, "
-    "rho = 0.1, lambda = 1e-3).",
+    "d = 8..32, 16 trials each) approach the asymptotic ridge e_ICL: the gap shrinks with d "
+    "(the exponent of |simulation - theory| in d, fitted with each point's Monte Carlo SE, "
+    "has a negative upper confidence limit). Its rate is decided on the committed paper run "
+    "(icl.04-...-paper), which has the power the quick run lacks: the exponent fitted from "
+    "d = 16 equals -1 within 1/2 (alpha = 2, tau = 2, kappa = 1, rho = 0.1, "
+    "lambda = 1e-3).",
     "docs/topics/icl.md#ridge-equation",
     experiment="icl-finite-d",
-    paper="d = 8, 16, 24, 32, 48, 64 and 96 (16 trials each), the same thresholds (t from "
-    "5 dof).",
+    paper="d = 8, 16, 24, 32, 48, 64 and 96 (16 trials each): the exponent fitted from "
+    "d = 16 (six points) equals -1 within 1/2 (|exponent + 1| + t SE, t from 4 dof at 5 %, "
+    "with t SE at most 1/4), decided with power.",
 )
 def check_sim_theory():
     a = experiment("icl.04-simulation-approaches-theory")   # the run icl-finite-d draws
     ds = np.asarray(a["ds"])
+    gap, gap_se = np.asarray(a["gap"]), np.asarray(a["sim_se"])
     slope, se = float(a["slope"]), float(a["slope_stderr"])
     t = bonferroni_t(1, ds.size - 2, 0.01)
+    late = ds >= ICL04_FROM
+    fit = fit_loglog_weighted(ds[late], np.abs(gap[late]), gap_se[late])
     det = {"theory": float(a["theory"]), "ds": ds.tolist(), "trials": int(a["trials"]),
-           "gap": np.asarray(a["gap"]).tolist(), "gap_se": np.asarray(a["sim_se"]).tolist(),
+           "gap": gap.tolist(), "gap_se": gap_se.tolist(),
            "d_times_gap": np.asarray(a["d_gap"]).tolist(), "gap_slope_in_d": slope,
-           "gap_slope_se": se, "t": t}
-    return Outcome(
-        agreement(abs(slope + 1), t * se, "finite-size bias O(1/d): the SE-weighted log-log "
-                  "slope of |sim - theory| against d (stats.fit_loglog_weighted: the slope's "
-                  "SE is the one the points' Monte Carlo SEs imply) equals -1 within t("
-                  f"{ds.size - 2} dof, two-sided 1 %) = {t:.2f} SE; O(1/d^2) terms move it "
-                  "too, and would show here", name="|exponent + 1|"),
-        upper_bound(slope + t * se, 0.0, "the gap shrinks with d: the exponent's upper "
-                    "confidence limit is negative", name="exponent + t SE"),
-        details=det)
+           "gap_slope_se": se, "t": t, f"slope_from_d{ICL04_FROM}": fit.slope,
+           f"slope_from_d{ICL04_FROM}_se": fit.stderr}
+    out = [upper_bound(slope + t * se, 0.0, "the gap shrinks with d: the exponent of |sim - "
+                       "theory| over every d (stats.fit_loglog_weighted: its SE is the one "
+                       "the points' Monte Carlo SEs imply) plus t(" f"{ds.size - 2} dof, "
+                       f"two-sided 1 %) = {t:.2f} SE is negative", name="exponent + t SE")]
+    if experiment_profile() == "paper":      # the quick run's d >= 16 are 3 points: no power
+        t5 = bonferroni_t(1, int(late.sum()) - 2, 0.05)
+        det["t_rate"] = t5
+        out.insert(0, equivalence(
+            fit.slope, -1.0, fit.stderr, ICL04_TOL,
+            f"the O(1/d) rate: the exponent fitted from d = {ICL04_FROM} "
+            f"({int(late.sum())} points, each weighted by its Monte Carlo SE) equals -1: "
+            f"|exponent + 1| + t SE <= {ICL04_TOL:g}, the distance to the neighbouring "
+            f"exponents -1/2 and -3/2 (fixed from the claim), t = {t5:.2f} (Student t, "
+            f"{int(late.sum()) - 2} dof, two-sided 5 %), with t SE <= {ICL04_TOL / 2:g}",
+            t=t5, scale=1.0, name="|exponent (d >= 16) + 1| + t SE"))
+    return Outcome(*out, details=det)
 
 
 @register_check(
