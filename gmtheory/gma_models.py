@@ -81,6 +81,9 @@ class ModelConfig:
     tau0: float = 1.0         # GMA temperature tau0 * sqrt(d_r)
     state: int = 16           # SSM state dimensions per channel
     normalisation: str = "query"  # GMA read-out: "query" or "slot" (gma.gma_attention)
+    conv: int = 0             # depthwise causal short convolution before every mixer (its
+                              # kernel; 0: none), as Zoology/Based/Mamba blocks have
+    pos_scale: float = 0.1    # std of the learned positions at initialisation (tokens: 1)
 
     def __post_init__(self):
         if self.mixer not in MIXERS:
@@ -98,6 +101,11 @@ class ModelConfig:
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name}: must be a positive integer, got "
                                  f"{getattr(self, name)}.")
+        if int(self.conv) < 0:
+            raise ValueError(f"conv: the short convolution's kernel must be >= 0 (0: none), "
+                             f"got {self.conv}.")
+        if not (math.isfinite(self.pos_scale) and self.pos_scale >= 0):
+            raise ValueError(f"pos_scale: must be a finite number >= 0, got {self.pos_scale}.")
 
 
 def _normal(key, shape, scale, dtype):
@@ -236,20 +244,41 @@ class LayerNorm(eqx.Module):
         return (x - mu) * jax.lax.rsqrt(var + 1e-5) * self.gamma + self.beta
 
 
+def causal_conv(x, w):
+    """Depthwise causal convolution along the sequence: ``x`` (B, N, d), kernel ``w``
+    (k, d); ``y[t] = sum_j w[j] x[t - k + 1 + j]`` with zeros before the first token, so a
+    token sees itself and the ``k - 1`` before it, never a later one."""
+    k = w.shape[0]
+    xp = jnp.pad(x, ((0, 0), (k - 1, 0), (0, 0)))
+    return sum(w[j] * xp[:, j:j + x.shape[1]] for j in range(k))
+
+
 class Block(eqx.Module):
+    """Pre-norm block: ``x + mixer(conv(ln1(x)))`` then ``x + mlp(ln2(x))``; the short
+    convolution ``conv`` (``cfg.conv > 0``) is ``None`` otherwise."""
+
     ln1: LayerNorm
     mixer: Mixer
     ln2: LayerNorm
     mlp: MLP
+    conv: jax.Array | None
 
     def __init__(self, cfg, key, dtype=jnp.float32):
         k1, k2 = jax.random.split(key)
         self.ln1, self.ln2 = LayerNorm(cfg.d_model, dtype), LayerNorm(cfg.d_model, dtype)
         self.mixer = Mixer(cfg, k1, dtype)
         self.mlp = MLP(cfg.d_model, cfg.mlp_hidden, k2, dtype)
+        # its own stream (fold_in), so that a model without it draws what it drew before
+        self.conv = (_normal(jax.random.fold_in(key, 7), (cfg.conv, cfg.d_model),
+                             1 / math.sqrt(cfg.conv), dtype) if cfg.conv else None)
+
+    def mix_input(self, x):
+        """What the mixer reads: ``ln1(x)``, through the short convolution if there is one."""
+        h = self.ln1(x)
+        return h if self.conv is None else causal_conv(h, self.conv)
 
     def __call__(self, x, mask=None):
-        x = x + self.mixer(self.ln1(x), mask)
+        x = x + self.mixer(self.mix_input(x), mask)
         return x + self.mlp(self.ln2(x))
 
 
@@ -275,7 +304,8 @@ class Model(eqx.Module):
             self.embed = _normal(ks[0], (cfg.vocab, d), 1.0, dtype)
         else:
             self.embed = _normal(ks[0], (cfg.d_in, d), 1 / math.sqrt(cfg.d_in), dtype)
-        self.pos = _normal(ks[1], (cfg.max_len, d), 0.1, dtype) if cfg.max_len else None
+        self.pos = (_normal(ks[1], (cfg.max_len, d), cfg.pos_scale, dtype) if cfg.max_len
+                    else None)
         self.blocks = tuple(Block(cfg, ks[3 + i], dtype) for i in range(cfg.depth))
         self.ln_f = LayerNorm(d, dtype)
         self.head = _normal(ks[2], (d, cfg.n_out), 1 / math.sqrt(d), dtype)
@@ -376,7 +406,7 @@ def seed_gma_means(model: Model, inputs, key, *, mask=None) -> Model:
     for i, blk in enumerate(model.blocks):
         if blk.mixer.kind != "gma":
             continue
-        z = blk.ln1(mixer_outputs(model, inputs, mask)[i])
+        z = blk.mix_input(mixer_outputs(model, inputs, mask)[i])
         z = z.reshape(-1, z.shape[-1])
         if mask is not None:
             z = z[np.asarray(mask).reshape(-1)]

@@ -145,12 +145,15 @@ def mqar_vocab(n_keys: int) -> int:
 
 
 def mqar(key, n: int, seq_len: int, n_pairs: int, n_keys: int = 32, *,
-         vocab: int | None = None) -> dict:
+         vocab: int | None = None, distinct_values: bool = False) -> dict:
     """Multi-query associative recall.
 
     Positions ``0..2 n_pairs - 1`` hold ``k_1 v_1 ... k_m v_m`` (distinct keys drawn from
-    ``n_keys``, values drawn with replacement); each key is then queried once, in random
-    order, at distinct random positions among the remaining ones (filler 0 elsewhere).
+    ``n_keys``, values drawn with replacement, or without it with ``distinct_values``, as
+    in Zoology and Based: then no value repeats, so "predict the most frequent value in the
+    context" is no better than a guess among the pairs); each key is then queried once, in
+    random order, at distinct random positions among the remaining ones (filler 0
+    elsewhere).
     ``label`` is the key's value at its query position and ``-1`` elsewhere.
     Returns ``tokens`` ``(n, seq_len)`` int32 and ``label`` ``(n, seq_len)`` int32.
     ``vocab``: the vocabulary of the model that will read the tokens; the task's ids
@@ -166,19 +169,24 @@ def mqar(key, n: int, seq_len: int, n_pairs: int, n_keys: int = 32, *,
     if n_pairs > n_keys or 3 * n_pairs > seq_len:
         raise ValueError(f"n_pairs: need n_pairs <= n_keys and 3 n_pairs <= seq_len, got "
                          f"n_pairs={n_pairs}, n_keys={n_keys}, seq_len={seq_len}.")
-    toks, lab = _mqar_arrays(key, int(n), int(seq_len), int(n_pairs), int(n_keys))
+    toks, lab = _mqar_arrays(key, int(n), int(seq_len), int(n_pairs), int(n_keys),
+                             bool(distinct_values))
     return {"tokens": np.asarray(toks, np.int32), "label": np.asarray(lab, np.int32)}
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4))
-def _mqar_arrays(key, n, seq_len, n_pairs, n_keys):
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5))
+def _mqar_arrays(key, n, seq_len, n_pairs, n_keys, distinct_values=False):
     """The arrays of :func:`mqar`, in one compiled program (op-by-op eager ``vmap`` spends
     seconds compiling each random primitive)."""
     kk, kv, kq = jax.random.split(key, 3)
 
     def one(k1, k2, k3):
         keys = (jax.random.permutation(k1, n_keys)[:n_pairs] + 1).astype(jnp.int32)
-        vals = jax.random.randint(k2, (n_pairs,), 0, n_keys, jnp.int32) + n_keys + 1
+        if distinct_values:
+            vals = jax.random.permutation(k2, n_keys)[:n_pairs].astype(jnp.int32)
+        else:
+            vals = jax.random.randint(k2, (n_pairs,), 0, n_keys, jnp.int32)
+        vals = vals + n_keys + 1
         ctx = jnp.stack([keys, vals], 1).reshape(-1)
         ka, kb = jax.random.split(k3)
         rest = 2 * n_pairs + jax.random.permutation(ka, seq_len - 2 * n_pairs)[:n_pairs]

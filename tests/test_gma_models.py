@@ -144,3 +144,39 @@ def test_token_ids_out_of_range_are_refused_or_nan():
             model(x)
         out = jax.jit(lambda t: model(t))(x)
         assert bool(jnp.all(jnp.isnan(out[0, 2]))), bad   # (a masked NaN key may spread)
+
+
+def test_short_convolution_is_causal_and_depthwise():
+    """``causal_conv`` is the per-channel convolution of numpy with the kernel reversed
+    (y[t] = sum_j w[j] x[t - k + 1 + j]), sees no later token, and a model with ``conv``
+    keeps its causality and adds depth * k * d parameters to every mixer alike."""
+    x = jax.random.normal(jax.random.key(0), (2, 9, 3), jnp.float64)
+    w = jax.random.normal(jax.random.key(1), (4, 3), jnp.float64)
+    y = gma_models.causal_conv(x, w)
+    ref = np.stack([[np.convolve(np.asarray(x[b, :, c]), np.asarray(w[::-1, c]))[:9]
+                     for c in range(3)] for b in range(2)]).transpose(0, 2, 1)
+    np.testing.assert_allclose(y, ref, rtol=1e-13, atol=1e-13)
+    y2 = gma_models.causal_conv(x.at[:, 5:].set(0.0), w)
+    np.testing.assert_array_equal(y2[:, :5], y[:, :5])
+    cfg = dataclasses.replace(BASE, conv=4)
+    for mixer in ("softmax", "gma"):
+        c0 = dataclasses.replace(BASE, mixer=mixer)
+        assert (gma_models.param_count(dataclasses.replace(c0, conv=4))
+                - gma_models.param_count(c0)) == BASE.depth * 4 * BASE.d_model
+    model = gma_models.build(cfg, jax.random.key(0), jnp.float64)
+    tok = jax.random.randint(jax.random.key(2), (2, 24), 0, 11)
+    out = model(tok)
+    np.testing.assert_allclose(model(tok.at[:, 12:].set(3))[:, :12], out[:, :12],
+                               rtol=1e-12, atol=1e-12)
+    # without it, the blocks hold no kernel and read ln1(x) as before
+    plain = gma_models.build(BASE, jax.random.key(0), jnp.float64)
+    assert all(b.conv is None for b in plain.blocks)
+    h = plain.embed_inputs(tok)
+    np.testing.assert_array_equal(plain.blocks[0].mix_input(h), plain.blocks[0].ln1(h))
+    with pytest.raises(ValueError, match="conv"):
+        dataclasses.replace(BASE, conv=-1)
+    with pytest.raises(ValueError, match="pos_scale"):
+        dataclasses.replace(BASE, pos_scale=float("nan"))
+    big = gma_models.build(dataclasses.replace(BASE, pos_scale=1.0), jax.random.key(0))
+    small = gma_models.build(BASE, jax.random.key(0))
+    np.testing.assert_allclose(big.pos, 10 * small.pos, rtol=1e-6)

@@ -68,9 +68,11 @@ def test_listops_median_matches_lra():
         tasks.listops(jax.random.key(0), 1, 10, min_len=10)
 
 
-def test_mqar_keys_and_values_consistent():
+@pytest.mark.parametrize("distinct", [False, True])
+def test_mqar_keys_and_values_consistent(distinct):
     n_pairs, n_keys = 6, 16
-    d = tasks.mqar(jax.random.key(1), 50, 48, n_pairs, n_keys)
+    d = tasks.mqar(jax.random.key(1), 50, 48, n_pairs, n_keys, distinct_values=distinct)
+    repeats = 0
     for toks, lab in zip(d["tokens"], d["label"], strict=True):
         ctx = toks[: 2 * n_pairs]
         keys, vals = ctx[0::2], ctx[1::2]
@@ -84,6 +86,10 @@ def test_mqar_keys_and_values_consistent():
             assert lab[p] == vals[i]
         rest = np.setdiff1d(np.arange(2 * n_pairs, 48), q)
         assert np.all(toks[rest] == 0)
+        repeats += len(set(vals.tolist())) < n_pairs
+    # without replacement no value repeats; with it, 6 draws of 16 repeat with probability
+    # 1 - 16!/(10! 16^6) = 0.66, so among 50 rows some do (all 50 distinct: 0.34^50)
+    assert repeats == 0 if distinct else repeats > 0
     assert tasks.mqar_vocab(n_keys) == 33
     with pytest.raises(ValueError, match="n_pairs"):
         tasks.mqar(jax.random.key(0), 1, 10, 4)

@@ -178,7 +178,7 @@ class UsageEntropyLoss(eqx.Module):
         ents = []
         for blk, x in zip(model.blocks, GM.mixer_outputs(model, tokens), strict=True):
             if blk.mixer.kind == "gma":
-                _, rk, _ = gma.routes(blk.mixer.gma, blk.ln1(x))        # (H, B, N, K)
+                _, rk, _ = gma.routes(blk.mixer.gma, blk.mix_input(x))        # (H, B, N, K)
                 ents += [usage_entropy_array(rk[h]) for h in range(rk.shape[0])]
         return ce - self.weight * jnp.mean(jnp.stack(ents)) if ents else ce
 

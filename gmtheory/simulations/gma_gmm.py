@@ -234,7 +234,7 @@ def _query_logits_limit(model, q_tok, moments):
     prompt is infinite: the mixer output is its limit, the rest of the block is exact."""
     blk = model.blocks[0]
     h = model.embed_inputs(q_tok[None, None])[0]                 # (1, d_model)
-    att = prompt_limit(blk.mixer.gma, blk.ln1(h), moments)
+    att = prompt_limit(blk.mixer.gma, blk.mix_input(h), moments)
     x = h + att
     x = x + blk.mlp(blk.ln2(x))
     return (model.ln_f(x) @ model.head + model.head_b)[0]
@@ -259,7 +259,7 @@ def _gma_limit_acc(models, test, order, var):
             lab = jnp.broadcast_to(jax.nn.one_hot(perm[k], C, dtype=dt), (x.shape[0], C))
             tok = jnp.concatenate([x, jnp.zeros((x.shape[0], pad), dt), lab,
                                    jnp.zeros((x.shape[0], 1), dt)], 1)
-            t = blk.ln1(model.embed_inputs(tok[None]))[0]
+            t = blk.mix_input(model.embed_inputs(tok[None]))[0]
             rk, v = head_features(blk.mixer.gma, t)            # (H, J, K), (H, J, dv)
             return jnp.einsum("hnk,hnd->nhkd", rk, v), jnp.swapaxes(rk, 0, 1)
 

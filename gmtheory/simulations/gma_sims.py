@@ -539,7 +539,7 @@ def lm_responsibilities(models, val_tokens, seeds, key):
     rows: dict[str, list] = {}
     for s in range(seeds):
         m = _seed(models, s)
-        z = m.blocks[0].ln1(GM.mixer_outputs(m, x)[0])
+        z = m.blocks[0].mix_input(GM.mixer_outputs(m, x)[0])
         rep = responsibility_report(m.blocks[0].mixer.gma, z, cats, len(BYTE_CATEGORIES),
                                     key=jax.random.fold_in(key, s))
         for k, v in rep.items():
