@@ -157,7 +157,9 @@ def theorem36_problem():
     "lda.20-krylov-invariance",
     "Theorem 3.6: from U11 = 0, u12 = 0, v22 = 0, v21 in K^perp, gradient descent stays in "
     "T_K, conserves |U11|^2 - |v21|^2 up to O(step), keeps G_t >= lambda_min(Gamma)^2 "
-    "|v21(0)|^2 I and drives L(w_t) - L(w*) to 0 at an exponential rate with w_t -> w*.",
+    "|v21(0)|^2 I and drives L(w_t) - L(w*) to 0 at an exponential rate with w_t -> w*; "
+    "U11 and v21 themselves converge (their movement within the bound that smoothness and "
+    "the rate give).",
     "docs/topics/lda.md#thm-36-global-convergence-on-an-invariant-subspace",
 )
 def check_20():
@@ -211,6 +213,22 @@ def check_20():
     ratio = ex[above] / (ex0 * np.exp(-2 * alpha * mu0 * time_[above]))
     fit = stats.fit_semilog(time_[above], ex[above])
     w_err = float(jnp.linalg.norm(h["w"][-1] - wstar))
+    # the parameters themselves (U11, v21; the other blocks stay 0 on T_K) converge: an
+    # M-smooth loss has |grad R|^2 <= 2 M (R - R*), so the `every` steps of one record
+    # interval move theta by at most lr every sqrt(2 M ex) with ex the excess at the
+    # interval's start (GD decreases it; plus the 1e-9 quadrature floor, since GD minimises
+    # the order-64 loss, whose minimum lies within that of L(w*)), and from
+    # record k on by at most the geometric sum of those under Theorem 3.6's rate 2 alpha mu0
+    # (the square root halves it): B_k = lr every sqrt(2 M ex_k) / (1 - exp(-alpha mu0 lr
+    # every)).  Measured against the bounds: every interval, and the run's second half.
+    thetas = np.concatenate([np.asarray(lda.flatten(th0)[0])[None], np.asarray(h["theta"])])
+    exs = np.maximum(np.concatenate([[ex0], ex]), 0.0) + 1e-9      # a NaN stays NaN
+    moves = np.linalg.norm(np.diff(thetas, axis=0), axis=1)
+    step_ratio = largest(moves / (lr * every * np.sqrt(2 * M * exs[:-1])))
+    q = math.exp(-alpha * mu0 * lr * every)
+    mid = records // 2
+    tail_bound = lr * every * math.sqrt(2 * M * exs[mid]) / (1 - q)
+    tail_moved = float(np.linalg.norm(thetas[-1] - thetas[mid]))
     # worst cases over the recorded points of the run
     resid_worst, drift_worst = largest(h["resid"]), largest(np.abs(h["balance"]))
     G_least, ratio_worst = smallest(h["G_min"]), largest(ratio)
@@ -222,6 +240,9 @@ def check_20():
            "log_excess_rate_per_time": -fit.slope, "log_excess_fit_r2": fit.r2,
            "theorem_rate_2_alpha_mu0": 2 * alpha * mu0,
            "max_excess_over_theorem_bound": float(ratio_worst), "w_error": w_err,
+           "max_interval_move_over_bound": float(step_ratio),
+           "second_half_move": tail_moved, "second_half_bound": tail_bound,
+           "remaining_move_bound_after_T": lr * every * math.sqrt(2 * M * exs[-1]) / (1 - q),
            "steps": records * every, "lr": lr}
     return Outcome(
         agreement(resid_worst, 1e-10, "reference: u12, v22, P_K v21 and "
@@ -250,6 +271,16 @@ def check_20():
                     "w_t -> w*: strong convexity of L near w* gives |w - w*| <= "
                     "sqrt(2 (L(w) - L(w*)) / mu0), with the excess floored at its round-off "
                     "1e-15", name="|w_T - w*|"),
+        upper_bound(step_ratio, 1.0, "U11 and v21 converge, step by step: each record "
+                    "interval's movement of theta is at most lr every sqrt(2 M (L(w) - L(w*))) "
+                    "(|grad R|^2 <= 2 M (R - R*) for an M-smooth R; the excess at the "
+                    "interval's start plus the 1e-9 quadrature floor)",
+                    name="max interval move / bound",
+                    cases=step_ratio.cases),
+        upper_bound(tail_moved, tail_bound, "U11 and v21 converge: from the run's middle on "
+                    "theta moves at most the geometric sum of those bounds under Theorem "
+                    "3.6's rate, lr every sqrt(2 M ex_mid) / (1 - exp(-alpha mu0 lr every))",
+                    name="|theta_T - theta_mid|"),
         details=det)
 
 
