@@ -229,12 +229,22 @@ def _evaluate(models, test, C):
     return jax.vmap(one)(models)
 
 
+def _per_token_block(model):
+    """The first block, for the infinite-prompt analyses, which need the mixer to read each
+    token on its own (``ln1`` of it): a short convolution would mix neighbouring tokens."""
+    if model.cfg.conv:
+        raise ValueError(f"conv: the infinite-prompt limit reads each token on its own; "
+                         f"use a model without the short convolution (got conv="
+                         f"{model.cfg.conv}).")
+    return model.blocks[0]
+
+
 def _query_logits_limit(model, q_tok, moments):
     """Logits of a one-block GMA model at query token ``q_tok`` ``(d_in,)`` when the
     prompt is infinite: the mixer output is its limit, the rest of the block is exact."""
-    blk = model.blocks[0]
+    blk = _per_token_block(model)
     h = model.embed_inputs(q_tok[None, None])[0]                 # (1, d_model)
-    att = prompt_limit(blk.mixer.gma, blk.mix_input(h), moments)
+    att = prompt_limit(blk.mixer.gma, blk.ln1(h), moments)
     x = h + att
     x = x + blk.mlp(blk.ln2(x))
     return (model.ln_f(x) @ model.head + model.head_b)[0]
@@ -251,7 +261,7 @@ def _gma_limit_acc(models, test, order, var):
     pad = test["inputs"].shape[-1] - d - C - 1                   # zeros after x
 
     def one_prompt(model, means, perm, q_tok):
-        blk = model.blocks[0]
+        blk = _per_token_block(model)
         dt = means.dtype
 
         def moments_at(x, k):                                    # nodes of component k
@@ -259,7 +269,7 @@ def _gma_limit_acc(models, test, order, var):
             lab = jnp.broadcast_to(jax.nn.one_hot(perm[k], C, dtype=dt), (x.shape[0], C))
             tok = jnp.concatenate([x, jnp.zeros((x.shape[0], pad), dt), lab,
                                    jnp.zeros((x.shape[0], 1), dt)], 1)
-            t = blk.mix_input(model.embed_inputs(tok[None]))[0]
+            t = blk.ln1(model.embed_inputs(tok[None]))[0]
             rk, v = head_features(blk.mixer.gma, t)            # (H, J, K), (H, J, dv)
             return jnp.einsum("hnk,hnd->nhkd", rk, v), jnp.swapaxes(rk, 0, 1)
 
