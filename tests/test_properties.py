@@ -62,7 +62,7 @@ from hypothesis.extra import numpy as hnp
 
 from gmtheory import GaussianMixture, gma
 from gmtheory import operators as op
-from gmtheory.simulations import get_simulation, make_config, parse_overrides
+from gmtheory.simulations import SIMULATIONS, get_simulation, make_config, parse_overrides
 
 EPS = np.finfo(np.float64).eps
 TINY = 1e-290  # absolute slack for exp() underflowing to 0 or a subnormal
@@ -1015,8 +1015,7 @@ def _icl_config_with_str_tuple():
 
 
 STR_CFG = _icl_config_with_str_tuple()
-SIM_OF = {sim.config_cls: sim for sim in __import__("gmtheory.simulations",
-                                                    fromlist=["SIMULATIONS"]).SIMULATIONS.values()}
+SIM_OF = {sim.config_cls: sim for sim in SIMULATIONS.values()}   # config class -> simulation
 
 
 def _fields(cls):
