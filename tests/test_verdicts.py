@@ -182,10 +182,9 @@ def test_check_resolution_is_recorded():
     assert [c["resolution"] for c in r.comparisons][1:] == [pytest.approx(1.01e-12), None]
 
 
-# comparisons still in the form |diff| <= t SE (or |diff| / SE <= t): the ICL check whose
-# quick run is too noisy to decide equality at a useful tolerance (issue 41 item 2)
-Z_TEST_CHECKS = {"icl.06-nothing-learnable"}
-Z_TEST_CHECKS |= {f"{c}-paper" for c in Z_TEST_CHECKS}     # their paper variants likewise
+# comparisons still in the form |diff| <= t SE (or |diff| / SE <= t): none since icl.06
+# moved to the equivalence form on its own run (issue 41 item 2)
+Z_TEST_CHECKS: set[str] = set()
 
 
 def _is_z_form(c):

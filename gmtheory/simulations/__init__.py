@@ -38,6 +38,7 @@ def load_all() -> None:
         gma_gmm,
         gma_sims,
         icl_authors,
+        icl_c1_zero,
         icl_denoising,
         icl_equivalence,
         icl_nonlinear_kappa,

@@ -21,7 +21,7 @@ from .. import hermite, icl, stats
 from ._base import SimConfig, Simulation, assemble_grid, grid, register
 
 __all__ = ["DoubleDescentConfig", "AlphaConfig", "GtaskConfig", "FiniteDConfig", "EQUIV",
-           "equivalent_moments", "effective_sizes"]
+           "equivalent_moments", "effective_sizes", "nonlinear_errors"]
 
 
 def padded_sizes(d, grid, at=None):
@@ -51,7 +51,7 @@ def trial_errors(key, d, alpha, tau, kappa, rho, lam, trials, f=None, mom=None, 
                                      **sel)
     if mom is not None:
         ell = icl.sizes(d, alpha, tau, kappa)[0]
-        e1 = _nonlinear_errors(G, ell, {k: jax.numpy.asarray(v, float) for k, v in mom.items()
+        e1 = nonlinear_errors(G, ell, {k: jax.numpy.asarray(v, float) for k, v in mom.items()
                                         if k in _MOMENTS})
     return {"e_icl": np.asarray(e1), "e_idg": np.asarray(e2)}
 
@@ -60,7 +60,7 @@ _MOMENTS = ("c1", "m2", "Ey2z2", "Ey3z", "Ey4", "c0", "rho_eff")
 
 
 @partial(jax.jit, static_argnums=1)
-def _nonlinear_errors(G, ell, mom):
+def nonlinear_errors(G, ell, mom):
     """:func:`icl.test_error_nonlinear` of every fitted ``Gamma`` (one program per shape,
     the moments as data)."""
     return jax.vmap(lambda g: icl.test_error_nonlinear(g, ell, mom))(G)

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import gma
+from .. import gma, gma_analysis
 from .._xla import jit_long
 from ..comparisons import IDENTITY_TOL, equivalence, largest, smallest
 from ..gma_analysis import (
@@ -71,6 +71,34 @@ def _sq_errors(mix, params, key, queries, limit, L, form):
     return jnp.sum((out - limit) ** 2, -1)
 
 
+# the delta-method constant by the generic delta method on sampled tokens: each token's
+# moment vector (r v^T, r) centred at the quadrature moments, pushed through the Jacobian of
+# prompt_limit (autodiff); the mean of |.|^2 is lim L E|o_L - o|^2.  Per-token relative SD
+# ~2 (measured), so 2e6 tokens leave t SE ~0.4 %: the power for IDENTITY_TOL
+DELTA_MC_N, DELTA_MC_BATCH = 2_000_000, 250_000
+
+
+@partial(jit_long, static_argnums=4)
+def _delta_batch(params, mix, q, moments, n, key):
+    """``|J (z(x) - E z)|^2`` per token of ``n`` tokens ``x`` from ``mix`` (``J``: the
+    Jacobian of :func:`prompt_limit` at ``moments``), ``(n, n_queries)``."""
+    x = mix.sample(key, n)[0]
+    rk, v = gma_analysis.head_features(params, x)                    # (H, n, K), (H, n, dv)
+    tangents = (jnp.einsum("hnk,hnd->nhkd", rk, v) - moments[0], jnp.moveaxis(rk, 0, 1)
+                - moments[1])
+    push = lambda t: jax.jvp(lambda m: prompt_limit(params, q, m), (moments,), (t,))[1]
+    return jnp.sum(jax.vmap(push)(tangents) ** 2, -1)
+
+
+def _delta_method_mc(params, mix, q, moments, key):
+    """Monte Carlo of ``tr(J Cov(z) J^T)`` per query, and its SE (:data:`DELTA_MC_N` tokens)."""
+    parts = [np.asarray(_delta_batch(params, mix, q, moments, DELTA_MC_BATCH,
+                                     jax.random.fold_in(key, b)))
+             for b in range(DELTA_MC_N // DELTA_MC_BATCH)]
+    m, se = mean_se(np.concatenate(parts), axis=0)
+    return np.asarray(m), np.asarray(se)
+
+
 def _explicit_limit(params, mix, q, order):
     """The infinite-prompt limit with routing written independently of ``gma.routes``:
     responsibilities from the Gaussian densities (:func:`_explicit_responsibilities`),
@@ -99,7 +127,8 @@ def _explicit_limit(params, mix, q, order):
     "r(q)^T E[r(x) v^T] / r(q)^T E[r(x)] (moments by Gauss-Hermite quadrature = Monte "
     "Carlo; the limit routed independently of the layer) at the L^-1/2 rate, with "
     "L E|error|^2 equal to the delta-method constant at every L (to a factor: a heavy-"
-    "tailed second moment of 256 prompts).",
+    "tailed second moment of 256 prompts); the constant's quadrature equals the generic "
+    "delta method (autodiff Jacobian) on sampled tokens within 1 %.",
     "docs/topics/gma.md#the-infinite-prompt-limit-and-check-gma01",
 )
 def check_infinite_prompt_limit():
@@ -127,6 +156,8 @@ def check_infinite_prompt_limit():
     routing = float(routing_diff) / float(largest(jnp.abs(limit)))
     limit_mc = prompt_limit(params, q, mc)
     pred = np.asarray(limit_variance(params, q, mix, quad, order=ORDER_LOW))  # (n_queries,)
+    dm, dm_se = _delta_method_mc(params, mix, q, quad, stream_key(SEED, "gma01-delta"))
+    t_dm = bonferroni_z(dm.size, 0.01)
 
     rms, lmse, lse = [], [], []
     key = stream_key(SEED, "gma01-prompts")
@@ -162,6 +193,16 @@ def check_infinite_prompt_limit():
                     "weights r(q).r(x) lie in [0, 1], so the delta method applies at every L "
                     f"up to O(1/L) terms), t = {t_delta:.2f} (Bonferroni, 1 % family-wise)",
                     t=t_delta, name="L*MSE vs delta method: (|diff| + t SE) / constant"),
+        equivalence(dm, pred, dm_se, IDENTITY_TOL,
+                    f"the delta-method constant of each of the {dm.size} queries, two ways: "
+                    "gma_analysis.limit_variance (the derived integrand, by quadrature of "
+                    f"order {ORDER_LOW}) against the generic delta method on {DELTA_MC_N:.0e} "
+                    "sampled tokens (each token's moment vector, centred, through the "
+                    "Jacobian of prompt_limit by autodiff; mean |.|^2): (|diff| + t SE) / "
+                    f"quadrature <= {IDENTITY_TOL:g}, t = {t_dm:.2f} (Bonferroni, 1 % "
+                    "family-wise)", t=t_dm,
+                    name="delta-method constant: quadrature vs Monte Carlo (|diff| + t SE) / "
+                    "quadrature"),
         agreement(routing, 1e-10, "the limit through gma.routes (gma_analysis.prompt_limit) "
                   "against the limit with responsibilities written from the densities, same "
                   f"order-{ORDER} nodes: float64 round-off of sums of O(1) terms",
@@ -171,7 +212,9 @@ def check_infinite_prompt_limit():
                  "forms": [PROMPT_FORMS[i % len(PROMPT_FORMS)] for i in range(len(LS))],
                  "routing_difference": routing,
                  "rms": rms, "L_mse": lmse.tolist(), "L_mse_se": lse.tolist(),
-                 "delta_method": pred.tolist(), "limit_quadrature": np.asarray(limit).tolist(),
+                 "delta_method": pred.tolist(), "delta_method_monte_carlo": dm.tolist(),
+                 "delta_method_monte_carlo_se": dm_se.tolist(),
+                 "limit_quadrature": np.asarray(limit).tolist(),
                  "limit_monte_carlo": np.asarray(limit_mc).tolist(),
                  "quadrature_change_100_150": quad_change,
 },
