@@ -225,6 +225,7 @@ def _load_all():
         gma_checks,
         hermite_checks,
         icl_checks,
+        icl_engine_checks,
         icl_equivalence_checks,
         icl_nonlinear_checks,
         icl_softmax_checks,
