@@ -48,7 +48,9 @@ def _our_quick_figure_process(d: int, trials: int, draws: int) -> float:
     return timed_process([sys.executable, "-c", code], os.getcwd(), env)[0]
 
 
-ICL_GOALS = {10: ("ratio", 3.0), 32: ("ratio", 20.0), 64: ("seconds", 120.0)}
+#: issue 42's goals: >= 3x at d = 10 and >= 20x at d = 32 against the authors' run.py on the
+#: same machine, and d = 64 in <= 60 s (not met on 2 cores: docs/performance.md says why)
+ICL_GOALS = {10: ("ratio", 3.0), 32: ("ratio", 20.0), 64: ("seconds", 60.0)}
 
 
 def bench_icl(*, quick: bool = False, repeats: int = 1, dims=None, trials: int = 20,
@@ -62,7 +64,7 @@ def bench_icl(*, quick: bool = False, repeats: int = 1, dims=None, trials: int =
     ``peer``: the authors' code folder.  Each d then also runs their ``run.py`` from a
     temporary copy of it and ours as a separate process with the XLA cache off, both timed
     as whole processes on this machine in this run, and reports the ratio (goals: >= 3x at
-    d = 10, >= 20x at d = 32, d = 64 in <= 120 s).  Without ``peer`` the ratio is to the
+    d = 10, >= 20x at d = 32, d = 64 in <= 60 s).  Without ``peer`` the ratio is to the
     times that the authors report for their login node (not this machine)."""
     dims = dims or ((10,) if quick else (10, 32) if peer else (10, 32, 64))
     out = {"kappas": icl.QUICK_FIGURE["kappas"], "trials": trials, "draws": draws, "rows": [],

@@ -34,8 +34,6 @@ _ICL_OPT = ("an optimiser: it returns the head at which the checks then evaluate
             "draw is not yet compared with the error function at the returned head (open, "
             "issue 42; done for finite_prompt_optimum, whose stored error icl.11 compares "
             "with Monte Carlo)")
-_ICL_RUNS = ("open (issue 42, converged runs that the checks read): {}, so a 2 % error is "
-             "inside their resolution (caught at 10 %)")
 _READING = ("a reading of a trained GMA model's routing, drawn by the gma-lm and gma-ablations "
             "figures: no theory value to compare with, so no check calls it; "
             "tests/test_gma_readings.py compares it with SciPy, scikit-learn or Python's "
@@ -99,37 +97,10 @@ UNCHECKED: dict[str, str] = {
     "lda.invariant_set_residual": ("lda.20 tests it as round-off (a residual under a "
                                    "float64 bound, measured 8e-17); a residual 10 % larger "
                                    "is still round-off"),
-    "operators.finite_prompt_variance": ("open: operator.06 compares it with L MSE on the "
-                                         "prompt-convergence run (1024 prompts per row) in "
-                                         "the equivalence form at a tolerance of 50 %, the "
-                                         "factor those heavy-tailed squared errors decide "
-                                         "(t SE ~0.15 of the prediction); a precise check (a "
-                                         "Monte Carlo of the delta-method integrand) is "
-                                         "open"),
-    "gma_analysis.limit_variance": ("open (issue 41 item 4): gma.01 compares L E|error|^2 "
-                                    "with this delta-method constant to a factor (|diff| + t SE "
-                                    "within the constant: 256 prompts of a heavy-tailed second "
-                                    "moment leave t SE at a third of it); a precise check is "
-                                    "open; tests/test_gma_readings.py checks it against its "
-                                    "closed form tr(B^T Cov(x) B) where routing is uniform "
-                                    "(one component per head), to 1e-10"),
-    "icl.pretrain": ("open (issue 41 item 2, issue 42): icl.06 extrapolates 16 trials at "
-                     "d = 12 and 24 to d -> inf with SEs of 2-17 % and decides by a screen in "
-                     "SE units (the z form), so whether a 10 % error fails it depends on the "
-                     "draw: caught at 10 % on the nineteenth session's draws, not on the "
-                     "twentieth's (same law; its largest gap there is 0.4 SE); "
-                     "tests/test_icl.py checks that it is one trial of the batched simulator "
-                     "(the same Gamma's exact errors to 1e-8)"),
-    "icl.ridge_cg": _ICL_RUNS.format("the pretraining checks icl.04-06, icl.08 and icl.13-15 "
-                                     "compare extrapolated Monte Carlo errors with SEs of "
-                                     "2-17 %"),
-    "icl.ridge_solve": _ICL_RUNS.format("the pretraining checks icl.04-06 compare "
-                                        "extrapolated Monte Carlo errors with SEs of 2-17 %, "
-                                        "and icl.07 the authors' 20-trial data to half the "
-                                        "curve's peak"),
-    "icl.sample_statistics": _ICL_RUNS.format("the pretraining checks icl.04-06 compare "
-                                              "extrapolated Monte Carlo errors with SEs of "
-                                              "2-17 %"),
+    "icl.pretrain": ("no check calls it: the checks pretrain through the batched simulator "
+                     "(icl.g_task_trials, whose sampler and solvers icl.17 tests against "
+                     "their direct constructions); tests/test_icl.py checks that pretrain is "
+                     "one trial of it (the same Gamma's exact errors to 1e-8)"),
     "icl_softmax.linear_head": _ICL09 + "; the trained linear heads are compared with the "
                                "optimum within 5 % of its excess (quick run)",
     "icl_softmax.sample_prompts": _ICL09 + " (the prompts of both runs)",
@@ -175,13 +146,6 @@ UNCHECKED: dict[str, str] = {
                                              "is the one the checks use, and is caught); "
                                              "tests/test_quadrature_cache_cli.py checks its "
                                              "polynomial exactness"),
-    "variates.gamma": ("the sampler behind the chi-square draws of the ICL simulations: a "
-                       "2 % scale error in the draws moves their Monte Carlo errors by less "
-                       "than the checks' 1-5 % tolerances (measured: caught at 10 %, by "
-                       "icl.12); tests/test_variates.py tests its law (Kolmogorov-Smirnov "
-                       "against SciPy at five shapes)"),
-    "variates.chi2": ("as variates.gamma (measured: caught at 10 %, by icl.12); "
-                      "tests/test_variates.py tests its law"),
     "approx_compose.constant": ("no check calls it; tests/test_approx.py checks that it is "
                                 "exact and adds like the number"),
     "regimes.explore": ("no check calls it: explore is the application that runs the "
@@ -270,13 +234,6 @@ TESTED_BY: dict[str, tuple[str, ...]] = {
     "hermite.naive_alternative": (
         _T.format("hermite", "naive_alternative_is_the_ridge_error_for_a_linear_target"),),
     "icl.pretrain": (_T.format("icl", "pretrain_is_one_trial_of_the_batched_simulator"),),
-    "gma_analysis.limit_variance": (_T.format(
-        "gma_readings", "limit_variance_is_the_value_covariance_when_routing_is_uniform"),),
-    "icl.ridge_cg": (_T.format("icl", "cg_and_cholesky_match_an_explicit_ridge_solve"),),
-    "icl.ridge_solve": (_T.format("icl", "cg_and_cholesky_match_an_explicit_ridge_solve"),),
-    "icl.sample_statistics": (_T.format("icl", "fast_sampler_matches_direct_construction"),),
-    "operators.finite_prompt_variance": (_T.format("operators",
-                                                   "ess_single_gaussian_closed_form"),),
     "stats.bonferroni_t": (
         _T.format("engine", "linear_fit_student_thresholds_and_z_against_scipy"),),
     "stats.bonferroni_z": (_T.format("engine", "stats_fits_and_thresholds"),),
@@ -293,9 +250,6 @@ TESTED_BY: dict[str, tuple[str, ...]] = {
         "legendre_chi2_and_cached_hermite_rules_integrate_polynomials_exactly"),),
     "quadrature.expect_gaussian_projected": (_T.format("quadrature_cache_cli",
                                                        "gauss_hermite_polynomial_exactness"),),
-    "variates.gamma": (_T.format("variates", "gamma_follows_the_gamma_law"),),
-    "variates.chi2": (
-        _T.format("variates", "chi2_takes_a_shape_per_entry_and_df_zero_gives_zero"),),
     "approx_compose.constant": (
         _T.format("approx", "a_constant_expression_is_exact_and_adds_like_a_number"),),
     "regimes.explore": (_T.format("explore", "paper_problems_give_the_values_of_the_checks"),
@@ -326,7 +280,5 @@ FLIP_REASONS: dict[str, str] = {
     "gma.init": _RANDOM + " (a random initialisation)",
     "icl_softmax.softmax_limit_matrices": ("on icl.09's zero-mean task mixture the limit "
                                            "V Gamma U z is invariant under (U, V) -> -(U, V)"),
-    "icl.pretrain": ("icl.06, its only check, tests a Gamma ~ 0 (c1 = 0: nothing learnable), "
-                     "which a sign flip keeps; a 10 % scale error is caught"),
 }
 FLIP_SURVIVES: frozenset[str] = frozenset(FLIP_REASONS)
