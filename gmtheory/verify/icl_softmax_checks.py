@@ -242,19 +242,21 @@ def _optima_at_their_heads(rho):
     for al, d in ((1.0, 16), (4.0, 64)):
         o = S.softmax_head_optimum(al, rho, d)
         e = S.isotropic_error(o["t"], o["g"], al, rho, d)
-        value = largest(value, abs(o["error"] - e) / e)
+        scale = abs(o["error"])                       # an error is positive: the reported one
+        value = largest(value, abs(o["error"] - e) / scale)
         for dt, dg in ((0.01, 0.0), (-0.01, 0.0), (0.0, 0.01), (0.0, -0.01)):
             step = S.isotropic_error(o["t"] * (1 + dt), o["g"] * (1 + dg), al, rho, d)
-            drop = largest(drop, (e - step) / e)
+            drop = largest(drop, (e - step) / scale)
     for ell, d in ((16, 8), (64, 16)):
         o = S.two_head_optimum(ell, rho, d)
         e = S.two_head_error(o["t"], o["e"], ell, rho, d)
-        value = largest(value, abs(o["error"] - e) / e)
+        scale = abs(o["error"])
+        value = largest(value, abs(o["error"] - e) / scale)
         for k in (0, 1):
             for s in (0.01, -0.01):
                 ek = np.array(o["e"], float)
                 ek[k] *= 1 + s
-                drop = largest(drop, (e - S.two_head_error(o["t"], ek, ell, rho, d)) / e)
+                drop = largest(drop, (e - S.two_head_error(o["t"], ek, ell, rho, d)) / scale)
         heads[f"l{ell}_d{d}"] = {"t": o["t"], "e": np.asarray(o["e"]).tolist()}
     return value, drop, heads
 
