@@ -28,12 +28,6 @@ _ICL09 = ("its perturbation enters the icl-softmax and icl-softmax-exact runs (t
           "Monte Carlo), whose checks resolve 2 % in the theory values, not in the heads they "
           "score: a 2 % change of every head's output moves the Monte Carlo errors by less "
           "than icl.11's 2 % tolerance (measured: caught at 10 %)")
-_ICL_OPT = ("an optimiser: it returns the head at which the checks then evaluate the theory "
-            "(icl.09 calls the error functions at its (t, g) or (t, e)), so a 2 % change "
-            "gives another head, compared correctly; the optimum's error that the figures "
-            "draw is not yet compared with the error function at the returned head (open, "
-            "issue 42; done for finite_prompt_optimum, whose stored error icl.11 compares "
-            "with Monte Carlo)")
 _READING = ("a reading of a trained GMA model's routing, drawn by the gma-lm and gma-ablations "
             "figures: no theory value to compare with, so no check calls it; "
             "tests/test_gma_readings.py compares it with SciPy, scikit-learn or Python's "
@@ -68,14 +62,7 @@ UNCHECKED: dict[str, str] = {
                               "margins of 6x and more"),
     "icl_softmax.init_softmax_head": ("a random initialisation: scaled parameters are "
                                       "another valid start, and training moves away from it"),
-    "icl_softmax.isotropic_error": ("called by no check (the delta method's error is "
-                                    "softmax_head_optimum's; icl.11 compares isotropic_variance "
-                                    "with the exact theory); tests/test_icl_softmax.py "
-                                    "minimises it over the gain and finds the optimum's gain "
-                                    "and error"),
     "icl_softmax.softmax_head": _ICL09,
-    "icl_softmax.softmax_head_optimum": _ICL_OPT,
-    "icl_softmax.two_head_optimum": _ICL_OPT,
     "gma.init": ("a random initialisation: scaled parameters are another valid layer, and "
                  "every GMA check compares two computations for the parameters it gets"),
     "gma.kmeanspp_means": ("no check calls it; an initialisation (k-means++ seeding of the "
@@ -215,18 +202,12 @@ TESTED_BY: dict[str, tuple[str, ...]] = {
     "denoising.train_heads": (
         _T.format("denoising", "train_heads_seeds_batched_and_reproducible"),),
     "icl_softmax.init_softmax_head": (_T.format("icl_softmax", "limit_matrices_shapes"),),
-    "icl_softmax.isotropic_error": (
-        _T.format("icl_softmax", "isotropic_error_is_minimised_at_the_optimum_gain"),),
     "icl_softmax.softmax_head": (
         _T.format("icl_softmax", "exact_error_agrees_with_monte_carlo_of_the_head"),),
     "icl_softmax.sample_prompts": (
         _T.format("icl_softmax", "exact_error_agrees_with_monte_carlo_of_the_head"),),
     "icl_softmax.linear_head": (
         _T.format("icl_softmax", "linear_head_is_the_reduced_form_scored_by_test_error"),),
-    "icl_softmax.softmax_head_optimum": (_T.format(
-        "icl_softmax", "exact_optimum_beats_the_delta_method_and_meets_it_at_long_prompts"),),
-    "icl_softmax.two_head_optimum": (_T.format(
-        "icl_softmax", "two_heads_cross_moment_is_one_and_the_mean_head_cancels"),),
     "gma.init": (_T.format("gma", "kmeanspp_init_and_errors"),),
     "gma.kmeanspp_means": (_T.format(
         "gma_ablations", "kmeans_means_are_projected_tokens_of_the_residual_stream"),),
