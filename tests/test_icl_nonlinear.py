@@ -142,8 +142,9 @@ def test_bad_dmmse_settings_are_named(sets, match):
 
 def test_c1_zero_moments_and_config():
     """icl-c1-zero's even targets: c1 and E y^3 z are exactly 0, m2 = E f^2 + rho in closed
-    form (E z^2 = 1, E z^4 = 3), the formula's two branches; odd targets, tau = 1 and a
-    single d are refused with the field named."""
+    form (E z^2 = 1, E z^4 = 3), the formula's two branches; odd targets, tau = 1, a single
+    d, one trial, a negative or NaN noise and a non-positive alpha or lambda are refused
+    with the field named."""
     from gmtheory.simulations.icl_c1_zero import C1ZeroConfig, even_moments, predicted
 
     for name, m2 in (("abs", 1.1), ("z2", 3.1)):
@@ -155,10 +156,14 @@ def test_c1_zero_moments_and_config():
         predicted(2.0, 1.0)
     with pytest.raises(ValueError, match="f:"):
         even_moments("relu", 0.1)
+    with pytest.raises(ValueError, match="rho"):
+        even_moments("abs", float("nan"))
     base = dict(seed=0, ds=(8, 16), fs=("abs",), taus=(3.0,), alpha=2.0, rho=0.1, lam=1e-6,
                 trials=4)
     assert C1ZeroConfig(**base).trials == 4
     for bad, field in (({"fs": ("relu",)}, "fs"), ({"taus": (1.0,)}, "taus"),
-                       ({"ds": (8,)}, "ds"), ({"trials": 1}, "trials")):
+                       ({"ds": (8,)}, "ds"), ({"trials": 1}, "trials"),
+                       ({"rho": -0.1}, "rho"), ({"alpha": float("nan")}, "alpha"),
+                       ({"lam": 0.0}, "lam")):
         with pytest.raises(ValueError, match=field):
             C1ZeroConfig(**{**base, **bad})

@@ -337,11 +337,13 @@ def draw_c1_zero(a, meta):
             ax, pred = axs[i, j], float(a["predicted"][i, j])
             r, rse = a["mean"][:, i, j] / pred, a["se"][:, i, j] / pred
             lim, lse = float(a["rel_gap_limit"][i, j]), float(a["rel_gap_limit_se"][i, j])
-            # the weighted line a + b/d through the points (two points: the exact line)
+            # the run's line a + b/d (stats.extrapolate_inverse_each, weighted by the SEs):
+            # its limit a is stored; a weighted least-squares line passes through the
+            # weighted centroid of the points, which gives b
             w = 1.0 / rse**2
-            X = np.stack([np.ones_like(x), x], 1)
-            coef = np.linalg.solve(X.T @ (w[:, None] * X), X.T @ (w * r))
-            ax.plot(xs, coef[0] + coef[1] * xs, "--", color="C0", lw=1,
+            a0 = 1 + lim
+            b = (np.sum(w * r) / np.sum(w) - a0) / (np.sum(w * x) / np.sum(w))
+            ax.plot(xs, a0 + b * xs, "--", color="C0", lw=1,
                     label="a + b/d through the points")
             ax.errorbar(x, r, yerr=2 * rse, fmt="o", color="C0", capsize=3,
                         label=f"simulated ({int(a['trials'])} trials per d)")

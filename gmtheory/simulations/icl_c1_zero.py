@@ -37,6 +37,8 @@ def even_moments(name: str, rho: float) -> dict:
     (``c1 = E f(z) z`` and ``E y^3 z``) set to exactly 0 (quadrature leaves ~1e-17)."""
     if name not in TARGETS:
         raise ValueError(f"f: one of {sorted(TARGETS)} (an even target), got {name!r}.")
+    if not (rho >= 0 and np.isfinite(rho)):
+        raise ValueError(f"rho: the label noise variance must be finite and >= 0, got {rho!r}.")
     fn, kinks = TARGETS[name]
     mom = dict(hermite.label_moments(fn, rho, kinks=kinks))
     mom["c1"], mom["Ey3z"] = 0.0, 0.0
@@ -70,6 +72,13 @@ class C1ZeroConfig(SimConfig):
         if len(set(self.ds)) < 2:
             raise ValueError(f"ds: the extrapolation a + b/d needs two distinct d, got "
                              f"{list(self.ds)}.")
+        for name in ("alpha", "lam"):
+            v = getattr(self, name)
+            if not (v > 0 and np.isfinite(v)):
+                raise ValueError(f"{name}: must be finite and > 0, got {v!r}.")
+        if not (self.rho >= 0 and np.isfinite(self.rho)):
+            raise ValueError(f"rho: the label noise variance must be finite and >= 0, got "
+                             f"{self.rho!r}.")
         if self.trials < 2:
             raise ValueError(f"trials: need at least 2 for an SE, got {self.trials}.")
 
