@@ -471,6 +471,8 @@ def _fp_assemble(cfg, points, res):
         rows = [r for p, r in zip(points, res, strict=True) if p["kind"] == kind]
         for k in ("excess_inf", "excess_finite", "excess_finite_se"):
             out[f"{kind}_{k}"] = np.stack([r[k] for r in rows])     # (len(Ls), seeds)
+        # the trained heads, flat (lda.flatten order): (len(Ls), seeds, 9)
+        out[f"{kind}_theta"] = np.stack([np.asarray(r["theta"]) for r in rows])
     return out
 
 

@@ -11,12 +11,16 @@ label from (x, prompt) and its risk is at least R*."""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from .. import lda, stats
+from .. import lda, operators, stats
 from ..comparisons import largest, smallest
+from ..mixture import GaussianMixture
 from ._registry import (
     Outcome,
+    agreement,
     count,
     experiment,
     experiment_config,
@@ -28,6 +32,64 @@ from ._registry import (
 #: the reference's accuracy for quadrature quantities (as in lda.12 and lda.14): two risks
 #: that are equal in exact arithmetic agree to it at the runs' Gauss-Hermite orders
 QUAD_TOL = 1e-8
+#: two float64 evaluations of the same attention output, each a sum of O(100) terms of
+#: O(1) (relative to 1 + |output|): ~1e2 eps of round-off, stated with a 1e4 margin
+ROUNDOFF_TOL = 1e-10
+#: the prompt (tokens) and the queries on which lda.25 evaluates the trained heads twice
+READ_TOKENS, READ_QUERIES = 64, 8
+
+
+def _augmented(theta: lda.LDAParams):
+    """Lemma B.1's parametrisation of a head as attention on the label-augmented tokens
+    ``z_i = (x_i, y_i)`` with the query ``(x, 0)``: ``U = [[U11^T, 0], [u12^T, 0]]``, ``V =
+    [v21, v22]`` (built independently of lda.prompt_predictor's einsums)."""
+    d = theta.U11.shape[0]
+    U = jnp.zeros((d + 1, d + 1)).at[:d, :d].set(theta.U11.T).at[d, :d].set(theta.u12)
+    return U, jnp.concatenate([theta.v21, theta.v22[None]])[None]
+
+
+def _label_mixture(prob: lda.LDAProblem) -> GaussianMixture:
+    """The law of ``(x, y)`` as a two-component Gaussian mixture in R^{d+1}: components
+    ``N((m_pos, 1), diag(Sigma, 0))`` and ``N((m_neg, -1), diag(Sigma, 0))`` with weights
+    ``(pi_pos, 1 - pi_pos)`` (y is constant on each component)."""
+    d = prob.d
+    cov = jnp.zeros((d + 1, d + 1)).at[:d, :d].set(prob.cov)
+    means = jnp.stack([jnp.append(prob.m_pos, 1.0), jnp.append(prob.m_neg, -1.0)])
+    return GaussianMixture(jnp.stack([prob.pi_pos, 1 - prob.pi_pos]), means,
+                           jnp.stack([cov, cov]))
+
+
+def read_heads_twice(a, prob: lda.LDAProblem, seed: int) -> dict:
+    """The run's trained heads (every kind, L and seed) evaluated twice on one fresh
+    prompt of :data:`READ_TOKENS` tokens and :data:`READ_QUERIES` queries (key
+    ``fold_in(key(seed), 25)``): lda.prompt_predictor against operators.softmax_attention
+    or operators.linear_attention on the label-augmented tokens, and the linear heads'
+    limit weight (lda.linear_limit_weight) against operators.linear_attention_limit on the
+    label-augmented mixture.  Returns the two worst relative differences (aggregates that
+    count their cases)."""
+    kt, kq = jax.random.split(jax.random.fold_in(jax.random.key(seed), 25))
+    X, Y = lda.sample(prob, kt, READ_TOKENS)
+    x, _ = lda.sample(prob, kq, READ_QUERIES)
+    tokens = jnp.concatenate([X, Y[:, None]], 1)
+    queries = jnp.concatenate([x, jnp.zeros((READ_QUERIES, 1))], 1)
+    like = lda.LDAParams(jnp.zeros((prob.d, prob.d)), jnp.zeros(prob.d), jnp.zeros(prob.d),
+                         jnp.zeros(()))
+    mix = _label_mixture(prob)
+    rel = lambda u, v: jnp.abs(u - v) / (1 + jnp.abs(v))
+    prompt = limit = largest()
+    for kind, attend in (("softmax", operators.softmax_attention),
+                         ("linear", operators.linear_attention)):
+        flat = np.asarray(a[f"{kind}_theta"])
+        for vec in flat.reshape(-1, flat.shape[-1]):
+            th = lda.unflatten(like, jnp.asarray(vec))
+            U, V = _augmented(th)
+            ours = lda.prompt_predictor(th, X, Y, x, kind)
+            prompt = largest(prompt, rel(ours, attend(tokens, U, V, queries)[:, 0]))
+            if kind == "linear":
+                w = x @ lda.linear_limit_weight(prob, th)
+                limit = largest(limit, rel(w, operators.linear_attention_limit(
+                    mix, U, V, queries)[:, 0]))
+    return {"prompt": prompt, "limit": limit}
 
 
 @register_check(
@@ -83,7 +145,9 @@ def check_sweep_bounds():
     "L-token prompts, excess + t SE >= 0), the linear head never below the best linear "
     "attention's gap; the softmax excess falls with L (the mean over seeds of each seed's "
     "log-log slope over the fitted L range, + t SE, is negative) and at the largest L every "
-    "softmax seed lies below that gap.",
+    "softmax seed lies below that gap; every trained head's predictor and the linear heads' "
+    "limit weight equal attention on the label-augmented tokens (x, y) and its limit on "
+    "their mixture (operators) to round-off.",
     "docs/topics/lda.md#beyond-the-paper-finite-prompts-and-a-sweep",
     experiment="lda-finite-prompt",
 )
@@ -104,6 +168,7 @@ def check_finite_prompt_bounds():
     m, se = stats.mean_se(slopes)
     t_sl = stats.bonferroni_t(1, slopes.size - 1, 0.05)
     last_m, last_se = stats.mean_se(soft[-1])
+    twice = read_heads_twice(a, prob, cfg.seed)
     det = {"linear_gap": gap, "t_finite": t_fin, "seed_slopes": slopes.tolist(),
            "slope_mean": float(m), "slope_se": float(se), "t_slope": t_sl,
            "softmax_excess_at_largest_L": float(last_m),
@@ -137,4 +202,19 @@ def check_finite_prompt_bounds():
                     f"carries (the seeds' mean {last_m:.4f} +- {last_se:.1e} SE is in the "
                     "details)",
                     name="best linear gap - max softmax excess at the largest L"),
+        agreement(twice["prompt"], ROUNDOFF_TOL,
+                  "every trained head of the run (both kinds, every L and seed) on one fresh "
+                  f"{READ_TOKENS}-token prompt and {READ_QUERIES} queries: the figure's "
+                  "predictor (lda.prompt_predictor) against operators.softmax_attention or "
+                  "operators.linear_attention on the label-augmented tokens (x_i, y_i) with "
+                  "query (x, 0), Lemma B.1's U and V; float64 round-off of O(100)-term sums",
+                  name="max rel |prompt predictor - attention on (x, y) tokens|",
+                  relative=True),
+        agreement(twice["limit"], ROUNDOFF_TOL,
+                  "every trained linear head: its infinite-prompt predictor w^T x with w from "
+                  "lda.linear_limit_weight (the class moments written out) against "
+                  "operators.linear_attention_limit (V E[z z^T] U z) on the label-augmented "
+                  "mixture of (x, y), at the same queries; float64 round-off",
+                  name="max rel |w^T x - linear attention limit on (x, y)|",
+                  relative=True),
         details=det)

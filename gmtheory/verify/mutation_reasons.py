@@ -19,11 +19,6 @@ from __future__ import annotations
 # even there) or that no check calls, each with its reason (read into the report).
 _APPROX = ("approx_checks.py is extended by issue 28 (composition), which adds the checks "
            "of the new constructions; tests/test_approx.py tests it meanwhile")
-_FINITE_PROMPT = ("used by the lda-finite-prompt run, which lda.25 reads against proven "
-                  "bounds only (no head below R*, the linear head not below the best linear "
-                  "gap): a head 10 % off still satisfies them, and no theory value says "
-                  "where a head trained on finite prompts lands (open); tests/test_lda.py "
-                  "tests it")
 _ICL09 = ("its perturbation enters the icl-softmax and icl-softmax-exact runs (training and "
           "Monte Carlo), whose checks resolve 2 % in the theory values, not in the heads they "
           "score: a 2 % change of every head's output moves the Monte Carlo errors by less "
@@ -36,10 +31,10 @@ UNCHECKED: dict[str, str] = {
     "approx.max_network": "no check calls it: " + _APPROX,
     "approx.min_relu_tree": ("no check calls it: " + _APPROX
                              + " (min x = -max(-x): the max forms are checked)"),
-    "lda.prompt_predictor": _FINITE_PROMPT,
-    "lda.linear_limit_weight": _FINITE_PROMPT,
-    "lda.unflatten": ("no check calls it: the checks use the unravel function that "
-                      "lda.flatten returns with the vector; tests/test_lda.py tests the "
+    "lda.unflatten": ("it rebuilds lda.25's trained heads from the run's flat vectors, and "
+                      "both of the check's evaluations read the heads it returns, so a "
+                      "perturbation moves both sides alike (the other checks use the unravel "
+                      "function that lda.flatten returns); tests/test_lda.py tests the "
                       "round trip"),
     # called by checks, not caught at delta = 0.1 (measured; docs/measured/mutation.json)
     "approx.beta_for_levels": ("a 10 % larger beta only makes the constructions more "
@@ -186,11 +181,6 @@ TESTED_BY: dict[str, tuple[str, ...]] = {
         _T.format("approx", "network_bound_holds_per_output_and_falls_with_beta"),),
     "approx.square_bound": (_T.format(
         "approx", "square_error_sits_between_its_interpolation_error_and_its_bound"),),
-    "lda.prompt_predictor": (
-        _T.format("lda", "linear_limit_weight_is_the_long_prompt_limit_of_linear_attention"),
-        _T.format("lda", "prompt_predictor_is_softmax_attention_on_the_label_augmented_tokens")),
-    "lda.linear_limit_weight": (
-        _T.format("lda", "linear_limit_weight_is_the_long_prompt_limit_of_linear_attention"),),
     "lda.unflatten": (_T.format("lda", "unflatten_inverts_flatten_in_the_paper_order"),),
     "lda.dist_E1": (_T.format("lda", "distances_to_E1_and_E2_are_the_nearest_points"),),
     "lda.dist_E2": (_T.format("lda", "distances_to_E1_and_E2_are_the_nearest_points"),),
@@ -251,11 +241,9 @@ NO_FLOAT: frozenset[str] = frozenset({"gma.uses_fused"})
 # is open (said so).
 _RANDOM = "a random draw from a law symmetric under x -> -x: the flipped draw is another valid one"
 FLIP_REASONS: dict[str, str] = {
-    "lda.linear_limit_weight": ("open: lda.25 holds the linear head's limit weight w only to "
-                                "the lower bound L(w) >= min L (a flipped w raises L(w), "
-                                "which the bound allows); no theory value says where a head "
-                                "trained on finite prompts lands"),
     "lda.krylov_basis": "-B is an orthonormal basis of the same Krylov space",
+    "lda.unflatten": ("lda.25's two evaluations both read the heads it rebuilds (UNCHECKED: "
+                      "its reason and test)"),
     "icl.sample_pool": _RANDOM + " (Gaussian task pool)",
     "icl_softmax.sample_prompts": _RANDOM + " (Gaussian prompts and tasks)",
     "gma.init": _RANDOM + " (a random initialisation)",
