@@ -41,8 +41,8 @@ import numpy as np
 from . import gma, ssm
 
 __all__ = ["ModelConfig", "Model", "MIXERS", "build", "param_count", "matched_configs",
-           "decay_mask", "trainable_mask", "make_optimizer", "favor_features", "favor_map",
-           "mixer_outputs", "seed_gma_means"]
+           "decay_mask", "trainable_mask", "make_optimizer", "warmup_cosine_adamw",
+           "favor_features", "favor_map", "mixer_outputs", "seed_gma_means"]
 
 MIXERS = ("softmax", "linear", "performer", "gma", "ssm")
 EPS = 1e-6
@@ -393,6 +393,35 @@ def make_optimizer(lr: float, steps: int, *, warmup: int | None = None,
     return optax.chain(
         optax.clip_by_global_norm(clip),
         optax.adamw(sched, weight_decay=weight_decay, mask=decay_mask),
+        optax.masked(optax.set_to_zero(), lambda p: jax.tree.map(lambda t: not t,
+                                                                   trainable_mask(p))),
+    )
+
+
+def warmup_cosine_adamw(learning_rate, end_fraction, *, steps: int, warmup: int):
+    """AdamW (decay 0.01 on :func:`decay_mask`), global-norm clipping at 1 and frozen arrays
+    held fixed, as :func:`make_optimizer`, under a linear warm-up over ``warmup`` steps to
+    ``learning_rate`` and then a cosine decay to ``end_fraction * learning_rate`` at
+    ``steps``.  The schedule is written in ``jnp``, so ``learning_rate`` and
+    ``end_fraction`` may be traced (hyperparameters as data: ``training.hyper(
+    warmup_cosine_adamw, learning_rate=..., end_fraction=..., steps=..., warmup=...)``);
+    the decay and the clipping norm are constants (as Python floats they keep every
+    parameter's dtype)."""
+    import optax
+
+    steps, warmup = int(steps), int(warmup)
+
+    def schedule(count):
+        c = jnp.asarray(count, jnp.float32)
+        rise = learning_rate * c / max(warmup, 1)
+        t = jnp.clip((c - warmup) / max(steps - warmup, 1), 0.0, 1.0)
+        fall = learning_rate * (end_fraction + (1 - end_fraction) * 0.5
+                                * (1 + jnp.cos(jnp.pi * t)))
+        return jnp.where(c < warmup, rise, fall)
+
+    return optax.chain(
+        optax.clip_by_global_norm(1.0),
+        optax.adamw(schedule, weight_decay=0.01, mask=decay_mask),
         optax.masked(optax.set_to_zero(), lambda p: jax.tree.map(lambda t: not t,
                                                                    trainable_mask(p))),
     )

@@ -124,3 +124,29 @@ def test_memory_row_reads_the_fused_slopes():
         r["fwdbwd_s"] = float("nan")
     _, verdict, ev, _ = memory_row(b)
     assert verdict.startswith("undecided") and "time not measured" in ev
+
+
+def _mqar(acc, frequent=1 / 64, chance=1 / 127):
+    a = {"mixers": np.asarray(MIXERS), "N": np.asarray([256]), "chance": np.asarray(chance),
+         "rule": np.asarray([frequent]), "rule_se": np.asarray([0.001])}
+    for m in MIXERS:
+        a[f"{m}/acc"] = np.asarray([acc[m]])                        # (lengths, seeds)
+    return a, {}
+
+
+def test_a_gma_mqar_run_gives_the_recall_row():
+    """With a gma-mqar run (values without replacement), its row replaces gma-recall's
+    MQAR row, gated on softmax reaching LEARNT and ranked as the other task rows."""
+    flat = {m: _seeds(0.3) for m in MIXERS}
+    rows = claim_rows(_recall(flat, flat), None, _mqar(flat))
+    recall = [r for r in rows if "associative recall" in r[0]]
+    assert len(recall) == 1 and "values without replacement" in recall[0][0]
+    assert recall[0][1].startswith("undecided: softmax (0.300) has not learnt")
+    assert "gma-mqar" in recall[0][3]
+    claimed = dict(softmax=_seeds(0.995), ssm=_seeds(0.99), gma=_seeds(0.8),
+                   linear=_seeds(0.5), performer=_seeds(0.4))
+    row = [r for r in claim_rows(None, None, _mqar(claimed)) if "recall" in r[0]][0]
+    assert row[1] == "supported"
+    against = dict(claimed, linear=_seeds(0.9))            # GMA behind elu+1
+    row = [r for r in claim_rows(None, None, _mqar(against)) if "recall" in r[0]][0]
+    assert row[1].startswith("not supported")

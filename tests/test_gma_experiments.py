@@ -198,3 +198,29 @@ def test_lm_point_raises_on_a_non_finite_loss_and_leaves_jax_config_alone(monkey
     with pytest.raises(FloatingPointError, match="not finite for seeds"):
         gma_sims._lm_point(cfg, {"mixer": "gma"}, None)
     assert runs == ["gma"] and jax.config.jax_enable_compilation_cache == before
+
+
+def test_mqar_gpu_run_at_tiny_sizes(tmp_path):
+    """gma-mqar's one-GPU run (issue 44 item 6) end to end on CPU at tiny sizes: the timing
+    pass measures every point, the gate trains softmax alone, and the main run's steps are
+    sized to the time left (capped here) and run every mixer and seed; with a target the
+    gate cannot reach, it stops before the main run."""
+    from gmtheory.simulations.gma_mqar import gpu_run
+
+    tiny = dict(mixers=("softmax",), d_model=8, depth=1, heads=2, mlp_hidden=16, K=4,
+                features=4, steps=8, warmup=1, batch=4, records=2, seeds=2, lengths=(12,),
+                pairs=2, keys=4, n_train=32, n_test=8, target=0.0)
+    said = []
+    out = gpu_run(300.0, profile="quick", overrides=tiny, results_dir=tmp_path,
+                  timing_steps=4, max_steps=6, log=said.append)
+    assert set(out["timing"]) == {"12/softmax"} and out["timing"]["12/softmax"] > 0
+    assert out["passed"] and out["gate_acc"] >= 0
+    assert out["steps"] == 6                       # capped, a multiple of records
+    a = out["arrays"]
+    assert a["softmax/acc"].shape == (1, 2) and a["softmax/acc_curve"].shape == (1, 2, 2)
+    assert a["rule"].shape == (1,) and float(a["chance"]) == 0.25
+    assert any(line.startswith("gate:") for line in said)
+    stop = gpu_run(300.0, profile="quick", overrides=dict(tiny, target=1.0),
+                   results_dir=tmp_path, timing_steps=4, max_steps=6, log=said.append)
+    assert stop["passed"] == (stop["gate_acc"] >= 1.0)
+    assert stop["passed"] or (stop["steps"] is None and "arrays" not in stop)

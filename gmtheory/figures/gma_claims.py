@@ -1,5 +1,6 @@
 """A verdict per claim of the GMA reference, read from the committed ``cpu`` runs of
-``gma-recall`` and ``gma-lm`` (issue 27, item 6): the README's claim table.
+``gma-recall``, ``gma-lm`` and (once committed) ``gma-mqar`` (issue 27, item 6; issue 44):
+the README's claim table.
 
 Each claim is decided by comparisons of mean ± SE over seeds (seeds independent, so the
 SE of a difference is ``sqrt(se_a^2 + se_b^2)``); a comparison is *resolved* when the
@@ -44,7 +45,8 @@ import numpy as np
 
 from ..stats import mean_se
 
-__all__ = ["Z", "claim_rows", "memory_row", "claims_table", "runs_table", "with_baselines"]
+__all__ = ["Z", "claim_rows", "mqar_row", "memory_row", "claims_table", "runs_table",
+           "with_baselines"]
 
 Z = 2.0
 LEARNT = 0.9     # MQAR accuracy at which softmax has learnt recall (issue 27's target)
@@ -120,9 +122,31 @@ def _rule(a, task, i):
     return (r, rse, text) if r >= base else (base, 0.0, text)
 
 
-def claim_rows(recall, lm) -> list[tuple[str, str, str, str]]:
+def mqar_row(a) -> tuple[str, str, str, str]:
+    """The associative-recall row from a ``gma-mqar`` run's arrays (values without
+    replacement, short convolution: issue 44 item 3), at its longest length, gated as the
+    other task rows (softmax at least ``LEARNT`` and above the best rule by ``Z`` SE)."""
+    mixers = [str(m) for m in a["mixers"]]
+    i = int(np.argmax(a["N"]))
+    acc = {m: a[f"{m}/acc"][i] for m in mixers}
+    base, r, rse = float(a["chance"]), float(a["rule"][i]), float(a["rule_se"][i])
+    rule, rule_se = (r, rse) if r >= base else (base, 0.0)
+    gate = (_gate(acc["softmax"], rule, rule_se, learnt=LEARNT) if "softmax" in acc
+            else "undecided: softmax not run")
+    verdict, notes = (gate, []) if gate else _order(acc, "higher", ORDER)
+    ev = ", ".join(f"{LABEL[m]} {_ms(acc[m])}" for m in mixers)
+    ev += f"; chance {base:.3f}; most frequent value rule {r:.3f} ± {rse:.3f}"
+    return (f"same order on associative recall (MQAR N = {int(a['N'][i])}, values without "
+            "replacement, acc.; our addition)",
+            verdict + (f" ({'; '.join(notes)})" if notes else ""), ev,
+            "`gmtheory run gma-mqar --profile cpu`")
+
+
+def claim_rows(recall, lm, mqar=None) -> list[tuple[str, str, str, str]]:
     """``(claim, verdict, evidence, command)`` rows from the arrays of the committed cpu
-    runs (``recall``, ``lm``: a ``(arrays, meta)`` pair or ``None``)."""
+    runs (``recall``, ``lm``, ``mqar``: a ``(arrays, meta)`` pair or ``None``); a
+    ``gma-mqar`` run (``mqar``) gives the associative-recall row in place of
+    ``gma-recall``'s MQAR, whose values repeat (:func:`mqar_row`)."""
     rows = []
     if recall is not None:
         a, _ = recall
@@ -144,7 +168,7 @@ def claim_rows(recall, lm) -> list[tuple[str, str, str, str]]:
                 verdict = "supported" if d > -Z * s else f"not supported (−{-d / s:.1f} SE)"
             rows.append((f"competitive long-context classification (ListOps N = {N}, acc.)",
                          verdict, ev, cmd))
-        if "mqar/N" in a:
+        if "mqar/N" in a and mqar is None:
             i = int(np.argmax(a["mqar/N"]))
             N = int(a["mqar/N"][i])
             acc = {m: a[f"mqar/{m}/acc"][i] for m in mixers}
@@ -156,6 +180,8 @@ def claim_rows(recall, lm) -> list[tuple[str, str, str, str]]:
             ev += f"; {text}"
             rows.append((f"same order on associative recall (MQAR N = {N}, acc.; our addition)",
                          verdict + (f" ({'; '.join(notes)})" if notes else ""), ev, cmd))
+    if mqar is not None:
+        rows.append(mqar_row(mqar[0]))
     if lm is not None:
         a, _ = lm
         mixers = [str(m) for m in a["mixers"]]
@@ -234,7 +260,7 @@ def _committed(profile: str) -> dict:
     from ..simulations.committed import load_committed
 
     load_all()
-    got = {n: load_committed(n, profile) for n in ("gma-recall", "gma-lm")}
+    got = {n: load_committed(n, profile) for n in ("gma-recall", "gma-lm", "gma-mqar")}
     if all(v is None for v in got.values()):
         raise FileNotFoundError(f"no committed {profile} run of gma-recall or gma-lm")
     return {n: None if v is None else (with_baselines(n, *v[:2]),) + tuple(v[1:])
@@ -253,8 +279,8 @@ def with_baselines(name, arrays, meta):
 
     if name == "gma-recall" and any(f"{t}/rule" in arrays for t in arrays["tasks"]):
         return arrays
-    if name == "gma-lm" and "ngram/bpb" in arrays:
-        return arrays
+    if name == "gma-lm" and "ngram/bpb" in arrays or name == "gma-mqar":
+        return arrays          # gma-mqar records its rules in every run
     profile = meta.get("profile") or "cpu"
     stem = committed_stem(name, profile).parent / "baselines" / profile
     stem.parent.mkdir(parents=True, exist_ok=True)
@@ -285,7 +311,7 @@ def claims_table(profile: str = "cpu", bench: str | None = None) -> str:
 
     got = _committed(profile)
     pair = {n: None if v is None else v[:2] for n, v in got.items()}
-    rows = claim_rows(pair["gma-recall"], pair["gma-lm"])
+    rows = claim_rows(pair["gma-recall"], pair["gma-lm"], pair.get("gma-mqar"))
     if bench is not None and Path(bench).exists():
         rows.append(memory_row(json.loads(Path(bench).read_text())))
     out = ["| claim of the GMA reference | verdict at this scale | mean ± SE over seeds "
@@ -309,6 +335,8 @@ def runs_table(profile: str = "cpu") -> str:
         mins = (meta.get("committed", {}).get("run_seconds") or 0) / 60
         parts = ([f"{t}/{m}" for t in (str(x) for x in a["tasks"]) for m in a["mixers"]]
                  if name == "gma-recall" else [str(m) for m in a["mixers"]])
+        if name == "gma-mqar":        # (lengths, ...) arrays: each length its own row
+            parts = [str(m) for m in a["mixers"]]
         peak = max(float(np.max(a[f"{p}/peak_rss_mb"])) for p in parts
                    if f"{p}/peak_rss_mb" in a) if any(f"{p}/peak_rss_mb" in a
                                                        for p in parts) else None

@@ -85,18 +85,19 @@ class StepClock:
 
 def train_seeds(mcfg: GM.ModelConfig, loss_fn, key, seeds: int, *, steps: int, lr: float,
                 data=None, records: int = 10, metrics_fn=None, desc: str = "gma", tag=None,
-                init=None):
+                init=None, optimizer=None):
     """Build ``seeds`` models of ``mcfg`` and train them at once; returns
     ``(TrainResult, StepClock)``.  One record per block (``records`` of them).  ``init``:
     optional ``(models, key) -> models`` applied to the built models (leading seed axis)
     before training, e.g. to seed GMA's means (:func:`gmtheory.gma_models.seed_gma_means`
-    under ``vmap``)."""
+    under ``vmap``); ``optimizer``: in place of ``make_optimizer(lr, steps)``."""
     k_init, k_train = jax.random.split(key)
     params = _builder(mcfg)(jax.random.split(k_init, seeds))
     if init is not None:
         params = init(params, jax.random.fold_in(k_init, 1))
     clock = StepClock()
-    res = train(loss_fn, params, _optimizer(float(lr), int(steps)), steps=steps,
+    opt = optimizer if optimizer is not None else _optimizer(float(lr), int(steps))
+    res = train(loss_fn, params, opt, steps=steps,
                 key=jax.random.split(k_train, seeds), data=data,
                 record_every=steps // records, block_records=1, metrics_fn=metrics_fn,
                 batched=_seed_loop(mcfg), callback=clock, desc=desc, tag=tag)
@@ -191,12 +192,12 @@ def _seq_metrics(model, data):
 
 
 def seq_run(cfg, mixer, data, key, *, causal, width, desc, tag, steps=None, model_kw=None,
-            loss=None, init=None):
+            loss=None, init=None, optimizer=None):
     """Train ``cfg.seeds`` models of one mixer on sequence-labelling ``data`` for ``steps``
     (default ``cfg.steps``); validation cross-entropy (nats) and accuracy at every
     record.  ``model_kw``: extra :class:`~gmtheory.gma_models.ModelConfig` fields;
     ``loss``: a loss in place of the masked cross-entropy; ``init``: as in
-    :func:`train_seeds`."""
+    :func:`train_seeds`; ``optimizer``: as there."""
     mcfg = matched_models(cfg, (mixer,), vocab=VOCAB, n_out=VOCAB, causal=causal,
                           max_len=width, **(model_kw or {}))[mixer]
     data = {k: jnp.asarray(v) for k, v in data.items()}
@@ -204,7 +205,7 @@ def seq_run(cfg, mixer, data, key, *, causal, width, desc, tag, steps=None, mode
                              steps=steps or cfg.steps, lr=cfg.lr, data=data,
                              records=cfg.records,
                              metrics_fn=_seq_metrics if causal else _seq_metrics_masked,
-                             desc=desc, tag=tag, init=init)
+                             desc=desc, tag=tag, init=init, optimizer=optimizer)
     return res, clock, mcfg
 
 
