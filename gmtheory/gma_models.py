@@ -42,7 +42,7 @@ from . import gma, ssm
 
 __all__ = ["ModelConfig", "Model", "MIXERS", "build", "param_count", "matched_configs",
            "decay_mask", "trainable_mask", "make_optimizer", "warmup_cosine_adamw",
-           "favor_features", "favor_map", "mixer_outputs", "seed_gma_means"]
+           "warmup_cosine", "favor_features", "favor_map", "mixer_outputs", "seed_gma_means"]
 
 MIXERS = ("softmax", "linear", "performer", "gma", "ssm")
 EPS = 1e-6
@@ -390,9 +390,17 @@ def make_optimizer(lr: float, steps: int, *, warmup: int | None = None,
 
     warmup = max(1, steps // 20) if warmup is None else int(warmup)
     sched = optax.warmup_cosine_decay_schedule(0.0, lr, warmup, steps, end_value=lr * 0.01)
+    return _adamw_chain(sched, weight_decay, clip)
+
+
+def _adamw_chain(schedule, weight_decay: float, clip: float):
+    """Global-norm clipping, AdamW under ``schedule`` with decay on :func:`decay_mask`, and
+    the frozen arrays' updates zeroed: the chain of both GMA optimisers."""
+    import optax
+
     return optax.chain(
         optax.clip_by_global_norm(clip),
-        optax.adamw(sched, weight_decay=weight_decay, mask=decay_mask),
+        optax.adamw(schedule, weight_decay=weight_decay, mask=decay_mask),
         optax.masked(optax.set_to_zero(), lambda p: jax.tree.map(lambda t: not t,
                                                                    trainable_mask(p))),
     )
@@ -407,9 +415,19 @@ def warmup_cosine_adamw(learning_rate, end_fraction, *, steps: int, warmup: int)
     warmup_cosine_adamw, learning_rate=..., end_fraction=..., steps=..., warmup=...)``);
     the decay and the clipping norm are constants (as Python floats they keep every
     parameter's dtype)."""
-    import optax
+    return _adamw_chain(warmup_cosine(learning_rate, end_fraction, steps=steps,
+                                      warmup=warmup), 0.01, 1.0)
 
+
+def warmup_cosine(learning_rate, end_fraction, *, steps: int, warmup: int):
+    """``count -> rate``: linear from 0 to ``learning_rate`` over ``warmup`` steps, then a
+    cosine to ``end_fraction * learning_rate`` at ``steps``, constant after (optax's
+    ``warmup_cosine_decay_schedule`` with ``end_value = end_fraction * learning_rate``,
+    written in ``jnp`` so that both rates may be traced)."""
     steps, warmup = int(steps), int(warmup)
+    if not 0 <= warmup < steps:
+        raise ValueError(f"warmup: must be in [0, steps={steps}), got {warmup}; the cosine "
+                         "decay runs from the end of the warm-up to steps.")
 
     def schedule(count):
         c = jnp.asarray(count, jnp.float32)
@@ -419,12 +437,7 @@ def warmup_cosine_adamw(learning_rate, end_fraction, *, steps: int, warmup: int)
                                 * (1 + jnp.cos(jnp.pi * t)))
         return jnp.where(c < warmup, rise, fall)
 
-    return optax.chain(
-        optax.clip_by_global_norm(1.0),
-        optax.adamw(schedule, weight_decay=0.01, mask=decay_mask),
-        optax.masked(optax.set_to_zero(), lambda p: jax.tree.map(lambda t: not t,
-                                                                   trainable_mask(p))),
-    )
+    return schedule
 
 
 def seed_gma_means(model: Model, inputs, key, *, mask=None) -> Model:

@@ -150,3 +150,9 @@ def test_a_gma_mqar_run_gives_the_recall_row():
     against = dict(claimed, linear=_seeds(0.9))            # GMA behind elu+1
     row = [r for r in claim_rows(None, None, _mqar(against)) if "recall" in r[0]][0]
     assert row[1].startswith("not supported")
+
+
+def test_one_seed_of_gma_mqar_decides_nothing():
+    one = {m: np.asarray([0.995]) for m in MIXERS}
+    row = [r for r in claim_rows(None, None, _mqar(one)) if "recall" in r[0]][0]
+    assert row[1] == "undecided: 1 seed (a mean ± SE needs two)"

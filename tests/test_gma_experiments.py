@@ -202,9 +202,11 @@ def test_lm_point_raises_on_a_non_finite_loss_and_leaves_jax_config_alone(monkey
 
 def test_mqar_gpu_run_at_tiny_sizes(tmp_path):
     """gma-mqar's one-GPU run (issue 44 item 6) end to end on CPU at tiny sizes: the timing
-    pass measures every point, the gate trains softmax alone, and the main run's steps are
-    sized to the time left (capped here) and run every mixer and seed; with a target the
-    gate cannot reach, it stops before the main run."""
+    pass measures every point (in a throwaway folder), the gate trains softmax alone, the
+    main run's steps are sized to the time left (capped here), kept beside the cache and
+    reused by a rerun, and its keep lines rebuild the config that ran; a gate that cannot
+    pass stops before the main run, and so does a budget too small for the gate's steps."""
+    from gmtheory.simulations import get_simulation, make_config
     from gmtheory.simulations.gma_mqar import gpu_run
 
     tiny = dict(mixers=("softmax",), d_model=8, depth=1, heads=2, mlp_hidden=16, K=4,
@@ -212,15 +214,40 @@ def test_mqar_gpu_run_at_tiny_sizes(tmp_path):
                 pairs=2, keys=4, n_train=32, n_test=8, target=0.0)
     said = []
     out = gpu_run(300.0, profile="quick", overrides=tiny, results_dir=tmp_path,
-                  timing_steps=4, max_steps=6, log=said.append)
+                  timing_steps=4, max_steps=12, log=said.append)
     assert set(out["timing"]) == {"12/softmax"} and out["timing"]["12/softmax"] > 0
-    assert out["passed"] and out["gate_acc"] >= 0
-    assert out["steps"] == 6                       # capped, a multiple of records
+    assert out["passed"] and out["main_passed"] and out["steps"] == 12
     a = out["arrays"]
     assert a["softmax/acc"].shape == (1, 2) and a["softmax/acc_curve"].shape == (1, 2, 2)
     assert a["rule"].shape == (1,) and float(a["chance"]) == 0.25
     assert any(line.startswith("gate:") for line in said)
+    from gmtheory.simulations import read_config_file
+
+    (tmp_path / "keep.toml").write_text(out["keep"] + "\n")
+    sim = get_simulation("gma-mqar")
+    _, kept = read_config_file(sim, tmp_path / "keep.toml")
+    assert make_config(sim, "quick", kept) == make_config(sim, "quick", {**tiny, "steps": 12})
+    again = gpu_run(300.0, profile="quick", overrides=tiny, results_dir=tmp_path,
+                    timing_steps=4, max_steps=40, log=said.append)      # resumes, same size
+    assert again["steps"] == 12 and any("resuming" in line for line in said)
     stop = gpu_run(300.0, profile="quick", overrides=dict(tiny, target=1.0),
-                   results_dir=tmp_path, timing_steps=4, max_steps=6, log=said.append)
+                   results_dir=tmp_path, timing_steps=4, max_steps=12, log=said.append)
     assert stop["passed"] == (stop["gate_acc"] >= 1.0)
     assert stop["passed"] or (stop["steps"] is None and "arrays" not in stop)
+    short = gpu_run(300.0, profile="quick", overrides=dict(tiny, lr=0.004),
+                    results_dir=tmp_path, timing_steps=4, max_steps=6, log=said.append)
+    assert short["passed"] and short["steps"] is None and "arrays" not in short
+    assert "fewer than the gate's 8" in said[-1]
+
+
+def test_mqar_config_names_bad_fields():
+    from gmtheory.simulations import get_simulation, make_config
+
+    sim = get_simulation("gma-mqar")
+    for bad, match in ((dict(keys=200), "^keys:"), (dict(pairs=20), "^pairs:"),
+                       (dict(records=0), "^records:"), (dict(lengths=()), "^lengths:"),
+                       (dict(warmup=80), "^warmup:"), (dict(n_test=1), "^n_test:"),
+                       (dict(lr=0.0), "^lr:"), (dict(lr_end=2.0), "^lr_end:"),
+                       (dict(target=1.5), "^target:"), (dict(records=7), "^records:")):
+        with pytest.raises(ValueError, match=match):
+            make_config(sim, "quick", bad)

@@ -180,3 +180,21 @@ def test_short_convolution_is_causal_and_depthwise():
     big = gma_models.build(dataclasses.replace(BASE, pos_scale=1.0), jax.random.key(0))
     small = gma_models.build(BASE, jax.random.key(0))
     np.testing.assert_allclose(big.pos, 10 * small.pos, rtol=1e-6)
+
+
+def test_warmup_cosine_is_optax_schedule_with_traceable_rates():
+    """gma_models.warmup_cosine (its rates may be traced: hyperparameters as data) equals
+    optax's warmup_cosine_decay_schedule with end_value = end_fraction * lr, through the
+    warm-up, the decay and after the last step; a warm-up outside [0, steps) is refused."""
+    import optax
+
+    lr, end, steps, warmup = 3e-3, 0.1, 400, 40
+    ours = gma_models.warmup_cosine(jnp.asarray(lr), jnp.asarray(end), steps=steps,
+                                    warmup=warmup)
+    ref = optax.warmup_cosine_decay_schedule(0.0, lr, warmup, steps, end_value=lr * end)
+    counts = np.arange(0, steps + 50)
+    np.testing.assert_allclose([float(ours(c)) for c in counts],
+                               [float(ref(c)) for c in counts], rtol=1e-5, atol=1e-9)
+    for bad in (-1, steps):
+        with pytest.raises(ValueError, match="^warmup:"):
+            gma_models.warmup_cosine(lr, end, steps=steps, warmup=bad)

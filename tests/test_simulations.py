@@ -302,27 +302,28 @@ def test_cpu_profile_is_opt_in(monkeypatch, tmp_path):
 
 
 def test_caption_is_wrapped_to_the_figure_width():
-    """The caption is broken into lines that fit the figure (one measurement of the whole
-    text instead of matplotlib's word-by-word wrap): every line of a long caption is at
-    most the figure's width, and no word is lost or split."""
+    """The caption is broken into lines that fit the figure (a few measurements instead of
+    matplotlib's word-by-word wrap): every line of every registered caption, and of a
+    made-up one, is at most the figure's width, and no word is lost or split."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.font_manager import FontProperties
 
+    from gmtheory.figures import all_figures, get_figure
     from gmtheory.figures._base import wrap_caption
 
-    caption = " ".join(f"word{i} (a longer phrase, σ = {i / 7:.3f})" for i in range(120))
+    made_up = " ".join(f"word{i} (a longer phrase, σ = {i / 7:.3f})" for i in range(120))
+    captions = [made_up] + [get_figure(n).caption for n in all_figures()]
     for width in (6.0, 10.0, 15.0):
         fig = plt.figure(figsize=(width, 3))
-        text = wrap_caption(fig, caption)
         renderer = fig.canvas.get_renderer()
         prop = FontProperties(size=9.0, style="italic")
-        lines = text.split("\n")
-        assert len(lines) > 1
-        for line in lines:
-            w = renderer.get_text_width_height_descent(line, prop, ismath=False)[0]
-            assert w <= 0.99 * width * fig.dpi, (width, line)
-        assert text.split() == caption.split()
+        for caption in captions:
+            text = wrap_caption(fig, caption)
+            for line in text.split("\n"):
+                w = renderer.get_text_width_height_descent(line, prop, ismath=False)[0]
+                assert w <= 0.99 * width * fig.dpi, (width, line)
+            assert text.split() == caption.split()
         plt.close(fig)

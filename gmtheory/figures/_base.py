@@ -73,7 +73,8 @@ def figure_summary(name: str, *, profile="quick", results_dir="simulations/resul
 def wrap_caption(fig, caption: str, *, fontsize: float = 9.0, left: float = 0.01) -> str:
     """``caption`` broken into lines that fit the figure's width right of ``left`` (a
     fraction of it), in the italic ``fontsize`` of the caption: the line length in
-    characters comes from one measurement of the whole caption's width.  Matplotlib's own
+    characters comes from one measurement of the whole caption's width, shortened (and
+    the lines measured again) while a line is wider than the room.  Matplotlib's own
     ``wrap=True`` measures the text word by word at each of ``savefig``'s two draws (about
     a second a figure, a tenth of a cold ``make reproduce``'s drawing)."""
     import textwrap
@@ -82,10 +83,15 @@ def wrap_caption(fig, caption: str, *, fontsize: float = 9.0, left: float = 0.01
 
     renderer = fig.canvas.get_renderer()
     prop = FontProperties(size=fontsize, style="italic")
-    width, _, _ = renderer.get_text_width_height_descent(caption, prop, ismath=False)
+    measure = lambda t: renderer.get_text_width_height_descent(t, prop, ismath=False)[0]  # noqa: E731
     room = fig.get_figwidth() * fig.dpi * (1 - left)
-    per_line = max(20, int(len(caption) * room / max(width, 1.0) * 0.97))
-    return textwrap.fill(caption, per_line, break_on_hyphens=False)
+    per_line = max(20, int(len(caption) * room / max(measure(caption), 1.0)))
+    while True:     # the average width can underestimate a line of wide letters: re-wrap
+        text = textwrap.fill(caption, per_line, break_on_hyphens=False)
+        widest = max(measure(line) for line in text.split("\n"))
+        if widest <= room or per_line <= 20:
+            return text
+        per_line = max(20, int(per_line * room / widest) - 1)
 
 
 def style_path() -> Path:

@@ -393,8 +393,10 @@ register_figure(Figure(
 
 def draw_mqar(a, meta):
     """gma-mqar: test accuracy against training steps at each length, every mixer (mean ±
-    SE band over seeds, thin lines: seeds), with chance, the most-frequent-value rule and
-    the accuracy softmax must reach before the run decides anything."""
+    SE band over seeds, thin lines: seeds), with chance, the most-frequent-value rule, the
+    GPU run's gate and the accuracy softmax must reach before the claim table ranks."""
+    from .gma_claims import LEARNT
+
     mixers = [str(m) for m in a["mixers"]]
     Ns = np.asarray(a["N"])
     fig, axes = plt.subplots(1, len(Ns), figsize=(6.5 * len(Ns), 4.6), squeeze=False)
@@ -403,17 +405,22 @@ def draw_mqar(a, meta):
             c, mk, lab = mixer_style(m)
             curve = np.asarray(a[f"{m}/acc_curve"])[i]          # (seeds, records)
             steps = np.asarray(a[f"{m}/steps"])[i]
-            mu, se = mean_se(curve, axis=0)
             for row in curve:
                 ax.plot(steps, row, color=c, lw=0.6, alpha=0.35)
-            ax.plot(steps, mu, color=c, marker=mk, ms=3, lw=1.6,
-                    label=f"{lab} ({int(np.ravel(a[f'{m}/params'])[i])} params)")
-            ax.fill_between(steps, mu - se, mu + se, color=c, alpha=0.2, lw=0)
+            label = f"{lab} ({int(np.ravel(a[f'{m}/params'])[i])} params)"
+            if curve.shape[0] > 1:
+                mu, se = mean_se(curve, axis=0)
+                ax.fill_between(steps, mu - se, mu + se, color=c, alpha=0.2, lw=0)
+            else:                                 # one seed (a probe, the gate): no band
+                mu, label = curve[0], label + ", one seed"
+            ax.plot(steps, mu, color=c, marker=mk, ms=3, lw=1.6, label=label)
         ax.axhline(float(a["chance"]), color="k", ls="--", lw=1, label="chance (1 / keys)")
         ax.axhline(float(a["rule"][i]), color="0.35", ls=":", lw=1.4,
                    label="most-frequent-value rule (a guess among the pairs)")
         ax.axhline(float(a["target"]), color="0.6", ls="-.", lw=1,
-                   label=f"target {float(a['target']):g}: softmax must reach it")
+                   label=f"{float(a['target']):g}: the GPU run's gate for softmax")
+        ax.axhline(LEARNT, color="0.75", ls="-", lw=0.8,
+                   label=f"{LEARNT:g}: softmax must reach it before the claim table ranks")
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("training step")
         ax.set_ylabel("test accuracy at the query positions")
@@ -435,7 +442,8 @@ register_figure(Figure(
              "warm-up and cosine decay to 10 %): test accuracy against training steps for "
              "the token mixers at equal parameter count. Bands: mean ± SE over seeds; thin "
              "lines: seeds; dashed: chance; dotted: the most-frequent-value rule; dash-dot: "
-             "the accuracy softmax must reach before the mixers are ranked. Quick profile: "
+             "the GPU run's gate for softmax; thin grey: the accuracy softmax must reach "
+             "before the claim table ranks the mixers. Quick profile: "
              "a pipeline check at N = 24 with 6 pairs, far too short for any mixer to learn "
              "recall; the cpu profile (N = 256, 64 pairs over 127 keys) is the run that "
              "decides (docs/topics/gma.md)."),

@@ -131,10 +131,14 @@ def mqar_row(a) -> tuple[str, str, str, str]:
     acc = {m: a[f"{m}/acc"][i] for m in mixers}
     base, r, rse = float(a["chance"]), float(a["rule"][i]), float(a["rule_se"][i])
     rule, rule_se = (r, rse) if r >= base else (base, 0.0)
-    gate = (_gate(acc["softmax"], rule, rule_se, learnt=LEARNT) if "softmax" in acc
-            else "undecided: softmax not run")
+    seeds = min(np.size(v) for v in acc.values())
+    gate = ("undecided: softmax not run" if "softmax" not in acc else
+            f"undecided: {seeds} seed (a mean ± SE needs two)" if seeds < 2 else
+            _gate(acc["softmax"], rule, rule_se, learnt=LEARNT))
     verdict, notes = (gate, []) if gate else _order(acc, "higher", ORDER)
-    ev = ", ".join(f"{LABEL[m]} {_ms(acc[m])}" for m in mixers)
+    ev = ", ".join(f"{LABEL[m]} " + (_ms(acc[m]) if np.size(acc[m]) > 1 else
+                                     f"{float(np.ravel(acc[m])[0]):.3f} (one seed)")
+                   for m in mixers)
     ev += f"; chance {base:.3f}; most frequent value rule {r:.3f} ± {rse:.3f}"
     return (f"same order on associative recall (MQAR N = {int(a['N'][i])}, values without "
             "replacement, acc.; our addition)",
@@ -262,7 +266,8 @@ def _committed(profile: str) -> dict:
     load_all()
     got = {n: load_committed(n, profile) for n in ("gma-recall", "gma-lm", "gma-mqar")}
     if all(v is None for v in got.values()):
-        raise FileNotFoundError(f"no committed {profile} run of gma-recall or gma-lm")
+        raise FileNotFoundError(f"no committed {profile} run of gma-recall, gma-lm or "
+                                "gma-mqar")
     return {n: None if v is None else (with_baselines(n, *v[:2]),) + tuple(v[1:])
             for n, v in got.items()}
 
@@ -335,8 +340,7 @@ def runs_table(profile: str = "cpu") -> str:
         mins = (meta.get("committed", {}).get("run_seconds") or 0) / 60
         parts = ([f"{t}/{m}" for t in (str(x) for x in a["tasks"]) for m in a["mixers"]]
                  if name == "gma-recall" else [str(m) for m in a["mixers"]])
-        if name == "gma-mqar":        # (lengths, ...) arrays: each length its own row
-            parts = [str(m) for m in a["mixers"]]
+        # (gma-mqar's arrays have a leading length axis: the mean over lengths per mixer)
         peak = max(float(np.max(a[f"{p}/peak_rss_mb"])) for p in parts
                    if f"{p}/peak_rss_mb" in a) if any(f"{p}/peak_rss_mb" in a
                                                        for p in parts) else None

@@ -6,12 +6,13 @@ most-frequent-value rule that sat under the old MQAR runs is no better than a gu
 the pairs), more pairs than a linear state holds (the cpu and paper profiles: 64 pairs over
 127 keys at N = 256), a depthwise causal short convolution before the mixer in every block
 of every mixer (SSM included; :class:`gmtheory.gma_models.ModelConfig`'s ``conv``),
-position embeddings at the token scale, AdamW with clipping, a short linear warm-up and a
-cosine decay to ``lr_end`` of the peak (not to 1 %), with the learning rate and the decay
-floor as data (:func:`gmtheory.training.hyper`).  Recall is learnt in a jump after a
-plateau at chance, so every mixer's learning curve is recorded (``records`` evaluations
-on the held-out sequences) and the run is read beside what rules without recall reach on
-the same test data: chance (1 / keys) and the most-frequent-value rule.
+learned positions that start at zero (``pos_scale``), AdamW with clipping, a short
+linear warm-up and a cosine decay to ``lr_end`` of the peak (not to 1 %), with the
+learning rate and the decay floor as data (:func:`gmtheory.training.hyper`).  Recall is
+learnt in a jump after a plateau at chance, so every mixer's learning curve is recorded
+(``records`` evaluations on the held-out sequences) and the run is read beside what rules
+without recall reach on the same test data: chance (1 / keys) and the most-frequent-value
+rule.
 
 ``python -m gmtheory.simulations.gma_mqar --budget SECONDS`` is the one-GPU run of the
 paper profile (:func:`gpu_run`): a timing pass, then the gate (softmax, one seed, N = 256,
@@ -35,7 +36,7 @@ from ..training import hyper
 from ._base import Simulation, register
 from .gma_sims import VOCAB, GMAModelConfig, peak_rss_mb, seq_run
 
-__all__ = ["MQARConfig", "mqar_data", "gpu_run"]
+__all__ = ["MQARConfig", "mqar_data", "baselines", "gpu_run", "keep_fragment"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,6 +63,18 @@ class MQARConfig(GMAModelConfig):
     target: float
 
     def __post_init__(self):
+        for name in ("pairs", "keys", "steps", "records", "seeds", "n_train"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name}: must be a positive integer, got "
+                                 f"{getattr(self, name)}.")
+        if not self.lengths or min(self.lengths) < 1:
+            raise ValueError(f"lengths: need at least one positive sequence length, got "
+                             f"{self.lengths}.")
+        if self.n_test < 2:
+            raise ValueError(f"n_test: the trivial rule's SE needs at least 2 test "
+                             f"sequences, got {self.n_test}.")
+        if not (np.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr: must be a positive number, got {self.lr}.")
         if T.mqar_vocab(self.keys) > VOCAB:
             raise ValueError(f"keys: MQAR uses 1 + 2 keys token ids, at most the models' "
                              f"vocabulary of {VOCAB}; got keys={self.keys}. Use keys <= "
@@ -181,68 +194,126 @@ register(Simulation(
 
 
 # ------------------------------------------------------------------ the one-GPU run
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return repr(v)
+
+
+def keep_fragment(overrides: dict) -> str:
+    """The ``key = value`` lines that make a profile's config the one that ran with
+    ``overrides`` (for ``[paper]`` of ``simulations/gma-mqar.toml``, or a ``--config``
+    file)."""
+    return "\n".join(f"{k} = {_toml_value(v)}" for k, v in sorted(overrides.items()))
+
+
 def gpu_run(budget_s: float = 600.0, *, profile: str = "paper", overrides: dict | None = None,
             results_dir="simulations/results", gate_length: int | None = None,
-            timing_steps: int = 20, margin: float = 0.15, max_steps: int | None = None,
+            timing_steps: int = 20, margin: float = 0.25, max_steps: int | None = None,
             log=print) -> dict:
-    """The paper profile's run in ``budget_s`` seconds (issue 44 item 6), in three stages,
-    each through the simulation cache (resumable; a rerun reuses what finished):
+    """The paper profile's run in ``budget_s`` seconds (issue 44 item 6), in three stages:
 
     1. **timing**: every (length, mixer) of the profile trains ``timing_steps`` steps with
-       all seeds; the time per step past the compilation is measured;
+       all seeds, in a throwaway folder (always measured on this machine, never read from
+       a cache); the time per step past the compilation is measured;
     2. **gate**: softmax, one seed, at ``gate_length`` (default: the shortest length) for
-       the profile's steps; unless its final test accuracy reaches the profile's
-       ``target``, the run stops there and says so (a mixer comparison where the reference
-       has not learnt recall decides nothing);
-    3. **main**: every mixer and seed at every length, its steps (a multiple of
-       ``records``) sized so that the measured time per step fills what is left of the
-       budget less ``margin`` of it (evaluations and compilation), at most ``max_steps``.
+       the profile's steps, through the cache; unless its final test accuracy reaches the
+       profile's ``target``, the run stops there and says so (a mixer comparison where the
+       reference has not learnt recall decides nothing);
+    3. **main**: every mixer and seed at every length, through the cache, its steps (a
+       multiple of ``records``, at most ``max_steps``) sized so that the measured time per
+       step fills what is left of the budget less ``margin`` of it (evaluation, and the
+       compilation of the main programs, which the timing pass does not share: steps are
+       part of the program).  Fewer steps than the gate's stop the run (the gate would not
+       vouch for a shorter schedule).  The sized steps are written beside the cache
+       (``gma-mqar/gpu-run-PROFILE.json``) and reused by a rerun with the same overrides,
+       so an interrupted main run resumes instead of starting over under a new size.
 
-    Returns the stages' numbers (``timing``, ``gate_acc``, ``passed``, ``steps``) and,
-    if the gate passed, the main run's ``arrays``."""
+    The main run passes when its softmax, averaged over seeds at the gate's length,
+    reaches ``target``.  Returns ``timing``, ``gate_acc``, ``passed`` (the gate),
+    ``steps``, ``main_acc``, ``main_passed``, ``keep`` (the profile lines that reproduce the
+    main run's config: :func:`keep_fragment`) and the main run's ``arrays``."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from ..cache import atomic_write_bytes
     from . import get_simulation, make_config, run_simulation
 
     t0 = time.perf_counter()
     over = dict(overrides or {})
     cfg = make_config(get_simulation("gma-mqar"), profile, over)
     N_gate = int(gate_length or min(cfg.lengths))
+    out = {"timing": {}, "gate_acc": None, "passed": False, "steps": None,
+           "main_acc": None, "main_passed": False, "keep": None}
+    sized = Path(results_dir) / "gma-mqar" / f"gpu-run-{profile}.json"
+    prior = json.loads(sized.read_text()) if sized.exists() else {}
+    if prior.get("overrides") != json.loads(json.dumps(over)):
+        prior = {}
     per_step = {}
-    for N in cfg.lengths:
-        for m in cfg.mixers:
-            tm = {**over, "lengths": [int(N)], "mixers": [m], "steps": int(timing_steps),
-                  "records": 2, "warmup": 0}
-            a, _, _ = run_simulation("gma-mqar", profile, tm, results_dir=results_dir,
-                                     progress=False)
-            per_step[(int(N), m)] = float(a[f"{m}/sec_per_step"][0])
-            log(f"timing: N = {N} {m}: {per_step[(int(N), m)] * 1e3:.1f} ms a step "
-                f"({cfg.seeds} seeds)")
+    if not prior:
+        with tempfile.TemporaryDirectory() as tmp:
+            for N in cfg.lengths:
+                for m in cfg.mixers:
+                    tm = {**over, "lengths": [int(N)], "mixers": [m],
+                          "steps": int(timing_steps), "records": 2, "warmup": 0}
+                    a, _, _ = run_simulation("gma-mqar", profile, tm, results_dir=tmp,
+                                             progress=False)
+                    sec = float(a[f"{m}/sec_per_step"][0])
+                    if not (np.isfinite(sec) and sec > 0):
+                        raise RuntimeError(f"timing: N = {N} {m} gave {sec} s a step; "
+                                           "raise timing_steps (two blocks are timed).")
+                    per_step[f"{int(N)}/{m}"] = sec
+                    log(f"timing: N = {N} {m}: {sec * 1e3:.1f} ms a step ({cfg.seeds} seeds)")
+    out["timing"] = prior.get("timing", per_step)
     gate = {**over, "lengths": [N_gate], "mixers": ["softmax"], "seeds": 1}
     a, _, _ = run_simulation("gma-mqar", profile, gate, results_dir=results_dir,
                              progress=False)
-    gate_acc = float(a["softmax/acc"][0][0])
-    passed = gate_acc >= cfg.target
+    out["gate_acc"] = gate_acc = float(a["softmax/acc"][0][0])
+    out["passed"] = gate_acc >= cfg.target
     log(f"gate: softmax, one seed, N = {N_gate}, {cfg.steps} steps: test accuracy "
-        f"{gate_acc:.4f} ({'reaches' if passed else 'misses'} the target {cfg.target})")
-    out = {"timing": {f"{N}/{m}": s for (N, m), s in per_step.items()},
-           "gate_acc": gate_acc, "passed": passed, "steps": None}
-    if not passed:
+        f"{gate_acc:.4f} ({'reaches' if out['passed'] else 'misses'} the target "
+        f"{cfg.target})")
+    if not out["passed"]:
         log("stopped: the reference mixer has not learnt recall; no comparison is run.")
         return out
-    left = budget_s - (time.perf_counter() - t0)
-    total = sum(per_step.values())
-    steps = int(left * (1 - margin) / total)
-    steps = min(steps, int(max_steps)) if max_steps else steps
-    steps = steps // cfg.records * cfg.records
-    if steps < cfg.records:
-        log(f"stopped: {left:.0f} s left, too little for {cfg.records} steps of every point.")
-        return out
-    main = {**over, "steps": steps, "warmup": min(cfg.warmup, steps - 1)}
-    log(f"main: {steps} steps for {len(per_step)} points (estimated "
-        f"{steps * total:.0f} s of {left:.0f} s left)")
+    if prior:
+        steps = int(prior["steps"])
+        log(f"main: resuming with the {steps} steps sized before ({sized})")
+    else:
+        left = budget_s - (time.perf_counter() - t0)
+        total = sum(per_step.values())
+        steps = int(left * (1 - margin) / total)
+        steps = min(steps, int(max_steps)) if max_steps else steps
+        steps = steps // cfg.records * cfg.records
+        if steps < cfg.steps:
+            log(f"stopped: {left:.0f} s left buys {steps} steps of every point, fewer than "
+                f"the gate's {cfg.steps}; give a larger budget, or fewer mixers or lengths.")
+            return out
+        log(f"main: {steps} steps for {len(per_step)} points (estimated {steps * total:.0f} "
+            f"s of the {left:.0f} s left)")
+        sized.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(sized, json.dumps({"overrides": over, "steps": steps,
+                                              "timing": per_step}, indent=1).encode())
+    main = {**over, "steps": steps}
+    if cfg.warmup >= steps:      # (the gate's steps bound steps from below: not reached)
+        main["warmup"] = steps - 1
     out["steps"] = steps
     out["arrays"], _, _ = run_simulation("gma-mqar", profile, main, results_dir=results_dir,
                                          progress=True)
-    log(f"done in {time.perf_counter() - t0:.0f} s")
+    i = list(cfg.lengths).index(N_gate)
+    out["main_acc"] = float(np.mean(out["arrays"]["softmax/acc"][i])) \
+        if "softmax" in cfg.mixers else None
+    out["main_passed"] = out["main_acc"] is not None and out["main_acc"] >= cfg.target
+    out["keep"] = keep_fragment(main)
+    log(f"main: softmax at N = {N_gate}, mean over {cfg.seeds} seeds: "
+        f"{out['main_acc'] if out['main_acc'] is not None else 'not run'} "
+        f"({'reaches' if out['main_passed'] else 'misses'} the target {cfg.target}); done "
+        f"in {time.perf_counter() - t0:.0f} s")
     return out
 
 
@@ -270,11 +341,12 @@ def _main(argv=None) -> int:
     out = gpu_run(args.budget, profile=args.profile,
                   overrides=parse_overrides(MQARConfig, args.set),
                   results_dir=args.results)
-    if out["steps"]:
-        print(f"to keep it: set steps = {out['steps']} in [{args.profile}] of "
-              f"simulations/gma-mqar.toml and run `gmtheory run gma-mqar --profile "
-              f"{args.profile} --commit` (it reads this run from the cache)")
-    return 0 if out["passed"] else 1
+    if out["main_passed"]:
+        where = "" if args.results == "simulations/results" else f" --results {args.results}"
+        print(f"to keep it: put these lines in [{args.profile}] of simulations/gma-mqar.toml"
+              f"\n{out['keep']}\nand run `gmtheory run gma-mqar --profile {args.profile}"
+              f"{where} --commit` (it reads this run from the cache)")
+    return 0 if out["main_passed"] else 1
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import numpy as np
 
 from .. import lda, operators, stats
 from ..comparisons import largest, smallest
-from ..mixture import GaussianMixture
 from ._registry import (
     Outcome,
     agreement,
@@ -32,8 +31,10 @@ from ._registry import (
 #: the reference's accuracy for quadrature quantities (as in lda.12 and lda.14): two risks
 #: that are equal in exact arithmetic agree to it at the runs' Gauss-Hermite orders
 QUAD_TOL = 1e-8
-#: two float64 evaluations of the same attention output, each a sum of O(100) terms of
-#: O(1) (relative to 1 + |output|): ~1e2 eps of round-off, stated with a 1e4 margin
+#: two float64 evaluations of the same attention output, each a sum over the prompt's 64
+#: tokens of products of the trained heads' O(1) weights with O(1) tokens (scores, values),
+#: compared relative to 1 + |output|: ~1e2 eps of round-off, stated with a margin of 1e4
+#: (which covers heads whose weights are some ten times larger)
 ROUNDOFF_TOL = 1e-10
 #: the prompt (tokens) and the queries on which lda.25 evaluates the trained heads twice
 READ_TOKENS, READ_QUERIES = 64, 8
@@ -48,25 +49,14 @@ def _augmented(theta: lda.LDAParams):
     return U, jnp.concatenate([theta.v21, theta.v22[None]])[None]
 
 
-def _label_mixture(prob: lda.LDAProblem) -> GaussianMixture:
-    """The law of ``(x, y)`` as a two-component Gaussian mixture in R^{d+1}: components
-    ``N((m_pos, 1), diag(Sigma, 0))`` and ``N((m_neg, -1), diag(Sigma, 0))`` with weights
-    ``(pi_pos, 1 - pi_pos)`` (y is constant on each component)."""
-    d = prob.d
-    cov = jnp.zeros((d + 1, d + 1)).at[:d, :d].set(prob.cov)
-    means = jnp.stack([jnp.append(prob.m_pos, 1.0), jnp.append(prob.m_neg, -1.0)])
-    return GaussianMixture(jnp.stack([prob.pi_pos, 1 - prob.pi_pos]), means,
-                           jnp.stack([cov, cov]))
-
-
 def read_heads_twice(a, prob: lda.LDAProblem, seed: int) -> dict:
     """The run's trained heads (every kind, L and seed) evaluated twice on one fresh
     prompt of :data:`READ_TOKENS` tokens and :data:`READ_QUERIES` queries (key
     ``fold_in(key(seed), 25)``): lda.prompt_predictor against operators.softmax_attention
     or operators.linear_attention on the label-augmented tokens, and the linear heads'
     limit weight (lda.linear_limit_weight) against operators.linear_attention_limit on the
-    label-augmented mixture.  Returns the two worst relative differences (aggregates that
-    count their cases)."""
+    label-augmented mixture (lda.label_augmented_mixture).  Returns the two worst relative
+    differences (aggregates that count their cases)."""
     kt, kq = jax.random.split(jax.random.fold_in(jax.random.key(seed), 25))
     X, Y = lda.sample(prob, kt, READ_TOKENS)
     x, _ = lda.sample(prob, kq, READ_QUERIES)
@@ -74,7 +64,7 @@ def read_heads_twice(a, prob: lda.LDAProblem, seed: int) -> dict:
     queries = jnp.concatenate([x, jnp.zeros((READ_QUERIES, 1))], 1)
     like = lda.LDAParams(jnp.zeros((prob.d, prob.d)), jnp.zeros(prob.d), jnp.zeros(prob.d),
                          jnp.zeros(()))
-    mix = _label_mixture(prob)
+    mix = lda.label_augmented_mixture(prob)
     rel = lambda u, v: jnp.abs(u - v) / (1 + jnp.abs(v))
     prompt = limit = largest()
     for kind, attend in (("softmax", operators.softmax_attention),
