@@ -206,9 +206,15 @@ def favor_map(q, k, omega):
     dh = q.shape[-1]
     m = omega.shape[1]
     s = dh ** -0.25
-    q, k = q * s, k * s
-    pq = jnp.einsum("hbnd,hmd->hbnm", q, omega) - 0.5 * jnp.sum(q * q, -1, keepdims=True)
-    pk = jnp.einsum("hbnd,hmd->hbnm", k, omega) - 0.5 * jnp.sum(k * k, -1, keepdims=True)
+    # w^T x - |x|^2 / 2 as one product, [x, -|x|^2 / 2] . [w, 1]: written as a product minus
+    # a broadcast row sum, XLA:CPU (jaxlib 0.10.2) compiled the causal read-out that
+    # follows (gma.causal_contraction) at batch 128 so that it read memory it never wrote:
+    # garbage outputs, different under MALLOC_PERTURB_ (the FAVOR+ test accuracies of 0.10
+    # against 0.32 between identical runs; tests/test_gma_models.py)
+    om = jnp.concatenate([omega, jnp.ones(omega.shape[:-1] + (1,), omega.dtype)], -1)
+    aug = lambda x: jnp.concatenate([x, -0.5 * jnp.sum(x * x, -1, keepdims=True)], -1)  # noqa: E731
+    pq = jnp.einsum("hbnd,hmd->hbnm", aug(q * s), om)
+    pk = jnp.einsum("hbnd,hmd->hbnm", aug(k * s), om)
     pq = pq - jax.lax.stop_gradient(jnp.max(pq, -1, keepdims=True))
     return jnp.exp(pq) / math.sqrt(m), jnp.exp(pk) / math.sqrt(m)
 

@@ -198,3 +198,37 @@ def test_warmup_cosine_is_optax_schedule_with_traceable_rates():
     for bad in (-1, steps):
         with pytest.raises(ValueError, match="^warmup:"):
             gma_models.warmup_cosine(lr, end, steps=steps, warmup=bad)
+
+
+PERFORMER_UNINIT_SCRIPT = """
+import jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)
+from gmtheory import gma, gma_models as GM
+H, B, N, dh, m = 2, 128, 32, 16, 16
+k = jax.random.split(jax.random.key(0), 4)
+q, kk, v = (jax.random.normal(k[i], (H, B, N, dh), jnp.float32) for i in range(3))
+om = GM.favor_features(k[3], H, m, dh)
+cc = lambda a, b, c: gma.causal_contraction(a, b, c, chunk=32, normalisation="query",
+                                            eps=1e-6)
+fused = np.asarray(jax.jit(lambda q, kk, v, om: cc(*GM.favor_map(q, kk, om), v))(q, kk, v, om))
+fq, fk = (np.asarray(a, np.float64) for a in jax.jit(GM.favor_map)(q, kk, om))
+ref = np.asarray(jax.jit(cc)(fq, fk, np.asarray(v, np.float64)))
+np.testing.assert_allclose(fused, ref, rtol=1e-4, atol=1e-5)
+print("ok")
+"""
+
+
+def test_performer_read_out_reads_no_uninitialised_memory():
+    """FAVOR+ features and the causal read-out compiled together at batch 128 (gma-recall's
+    evaluation) equal the two computed apart (the read-out in float64), with fresh heap
+    memory filled with garbage (MALLOC_PERTURB_): the form with a broadcast row sum read
+    memory it never wrote (gma_models.favor_map)."""
+    import os
+    import subprocess
+    import sys
+
+    for fill in ("1", "170"):
+        env = {**os.environ, "MALLOC_PERTURB_": fill, "GMTHEORY_NO_JAX_CACHE": "1"}
+        out = subprocess.run([sys.executable, "-c", PERFORMER_UNINIT_SCRIPT], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
