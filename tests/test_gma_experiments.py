@@ -240,6 +240,20 @@ def test_mqar_gpu_run_at_tiny_sizes(tmp_path):
     assert "fewer than the gate's 8" in said[-1]
 
 
+def test_mqar_gpu_run_names_bad_arguments(tmp_path):
+    """gpu_run refuses, before any training, a gate length outside the profile's lengths
+    (its main run's softmax is judged there), a non-positive budget, an odd or tiny timing
+    pass, a margin outside [0, 1) and a cap below one record."""
+    from gmtheory.simulations.gma_mqar import gpu_run
+
+    for kw, match in ((dict(gate_length=64), "^gate_length:"), (dict(budget_s=0.0), "^budget_s:"),
+                      (dict(timing_steps=3), "^timing_steps:"), (dict(margin=1.0), "^margin:"),
+                      (dict(max_steps=1), "^max_steps:")):
+        with pytest.raises(ValueError, match=match):
+            gpu_run(**{"budget_s": 60.0, **kw}, profile="quick", results_dir=tmp_path,
+                    log=lambda _: None)
+
+
 def test_mqar_config_names_bad_fields():
     from gmtheory.simulations import get_simulation, make_config
 

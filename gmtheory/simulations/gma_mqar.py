@@ -248,6 +248,19 @@ def gpu_run(budget_s: float = 600.0, *, profile: str = "paper", overrides: dict 
     over = dict(overrides or {})
     cfg = make_config(get_simulation("gma-mqar"), profile, over)
     N_gate = int(gate_length or min(cfg.lengths))
+    if N_gate not in cfg.lengths:
+        raise ValueError(f"gate_length: must be one of the profile's lengths {cfg.lengths} "
+                         f"(the main run's softmax is judged there), got {gate_length}.")
+    if not (np.isfinite(budget_s) and budget_s > 0):
+        raise ValueError(f"budget_s: seconds in all, a positive number; got {budget_s}.")
+    if timing_steps < 2 or timing_steps % 2:
+        raise ValueError(f"timing_steps: an even number >= 2 (two timed blocks), got "
+                         f"{timing_steps}.")
+    if not 0 <= margin < 1:
+        raise ValueError(f"margin: the share of the budget kept back, in [0, 1); got "
+                         f"{margin}.")
+    if max_steps is not None and max_steps < cfg.records:
+        raise ValueError(f"max_steps: at least records = {cfg.records}, got {max_steps}.")
     out = {"timing": {}, "gate_acc": None, "passed": False, "steps": None,
            "main_acc": None, "main_passed": False, "keep": None}
     sized = Path(results_dir) / "gma-mqar" / f"gpu-run-{profile}.json"
