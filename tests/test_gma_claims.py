@@ -94,8 +94,28 @@ def test_lm_rows_lower_bits_are_better():
     a["gma/resp_nmi_shuffled"] = np.full((3, 2), 0.002)
     a["gma/resp_usage_entropy"] = np.full((3, 2), 0.8)
     a["gma/resp_dead_fraction"] = np.zeros((3, 2))
+    # the untrained layer is the null: far above shuffled categories, as on bytes
+    a["gma/resp_nmi_untrained"] = np.full((3, 2), 0.2) + np.asarray([[0.01], [0.0], [0.02]])
     rows = claim_rows(None, (a, {}))
     assert _verdicts(rows) == ["supported", "supported"]
+    assert "untrained layer 0.210" in rows[1][2]
+
+
+def test_responsibilities_row_is_judged_against_the_untrained_layer():
+    """Beating shuffled categories decides nothing (any byte-dependent routing does); the
+    row needs the trained layer above its own untrained start, paired by seed."""
+    a = {"mixers": np.asarray(["gma"]), "gma/val_bpb": np.ones((3, 2)),
+         "gma/resp_nmi": np.full((3, 2), 0.3) + np.asarray([[0.0], [0.01], [0.02]]),
+         "gma/resp_nmi_shuffled": np.full((3, 2), 0.002),
+         "gma/resp_usage_entropy": np.full((3, 2), 0.8),
+         "gma/resp_dead_fraction": np.zeros((3, 2))}
+    row = claim_rows(None, (a, {}))[-1]
+    assert row[1].startswith("undecided: the run records no untrained-layer NMI")
+    a["gma/resp_nmi_untrained"] = a["gma/resp_nmi"] + np.asarray([[0.02], [-0.01], [0.0]])
+    row = claim_rows(None, (a, {}))[-1]
+    assert row[1].startswith("undecided (")
+    a["gma/resp_nmi_untrained"] = a["gma/resp_nmi"] - 0.1
+    assert claim_rows(None, (a, {}))[-1][1] == "supported"
 
 
 def _bench(power, Ns=(4096, 8192, 16384, 32768), noise=0.02):

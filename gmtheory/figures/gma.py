@@ -280,9 +280,12 @@ def draw_responsibilities(a, meta):
                  f"dead {de:.0%}", fontsize=9)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     # heat maps: P(category | argmax component) for the head with the largest NMI and for
-    # a typical one (the median NMI), with the NMI of shuffled categories as chance
+    # a typical one (the median NMI), with the untrained layer's NMI as the null and the
+    # NMI of shuffled categories as chance
     chance = (float(np.mean(a["gma/resp_nmi_shuffled"])) if "gma/resp_nmi_shuffled" in a
               else float("nan"))
+    null = (f"untrained layer {float(np.mean(a['gma/resp_nmi_untrained'])):.2f}, "
+            if "gma/resp_nmi_untrained" in a else "")
     flat = np.argsort(nmi.ravel())
     best = np.unravel_index(flat[-1], nmi.shape)
     typical = np.unravel_index(flat[(flat.size - 1) // 2], nmi.shape)
@@ -306,7 +309,8 @@ def draw_responsibilities(a, meta):
         ax.set_xlabel("byte category of the token (share of validation bytes)")
         ax.set_ylabel("argmax component (tokens it wins)")
         ax.set_title(f"{which}: seed {s}, head {h}, NMI {nmi[s, h]:.2f}\n(mean over seeds "
-                     f"and heads {float(np.mean(nmi)):.2f}; shuffled categories {chance:.3f})",
+                     f"and heads {float(np.mean(nmi)):.2f}; {null}shuffled categories "
+                     f"{chance:.3f})",
                      fontsize=9)
     fig.colorbar(im, ax=ax, label="fraction of the component's tokens")
     fig.tight_layout()
@@ -383,10 +387,11 @@ register_figure(Figure(
              "uniform use), mean ± SE over seeds and heads. Middle and right: for the head with "
              "the largest NMI and for a typical head (median NMI), the byte categories of "
              "the tokens each component wins (rows sum to 1); in the titles the NMI between "
-             "argmax component and byte category, and as chance the NMI with the categories "
-             "shuffled (same marginals)."),
+             "argmax component and byte category, the same layer's NMI before training "
+             "(the null the claim table judges against, where the run records it) and "
+             "the NMI with the categories shuffled (same marginals)."),
     draw=draw_responsibilities,
-    run_unchecked=("a reading of trained routing (NMI against shuffled categories): no "
+    run_unchecked=("a reading of trained routing (NMI against the untrained layer): no "
                    "theory value; tests/test_gma_readings.py tests the readings"),
 ))
 

@@ -25,8 +25,12 @@ A run that records no baseline decides nothing.
   *Supported* if all four are resolved in the claimed direction, *not supported* if any
   is resolved against it, otherwise *undecided* (the unresolved comparisons are named).
 * **responsibilities specialise** (first GMA layer of the byte LM): *supported* if the NMI
-  of the argmax component with the byte category exceeds the NMI with shuffled categories
-  by more than ``Z`` SE over seeds (heads averaged within a seed).
+  of the argmax component with the byte category exceeds that of the same layer before
+  training (its seed's initial weights) by more than ``Z`` SE of the paired difference over
+  seeds (heads averaged within a seed).  The untrained layer is the null, not shuffled
+  categories: the first layer's input is set by the byte up to position, so any
+  non-constant routing beats shuffled categories (issue 44).  A run without the untrained
+  NMI is *undecided*.
 * **linear time and memory in N at fixed K** (``gmtheory bench gma``, the committed
   ``docs/bench-gma.json``): the log-log slopes of fwd+bwd time and compiled memory of
   every long-context (fused) GMA form, each K.  *Supported* if both were measured and
@@ -206,12 +210,20 @@ def claim_rows(recall, lm, mqar=None) -> list[tuple[str, str, str, str]]:
         rows.append(("causal GMA beats elu+1 and FAVOR+, trails softmax and Mamba "
                      "(byte LM, val. bits/byte)",
                      verdict + (f" ({'; '.join(notes)})" if notes else ""), ev, cmd))
-        if "gma/resp_nmi" in a and "gma/resp_nmi_shuffled" in a:
+        if "gma/resp_nmi" in a:
             nmi = np.mean(a["gma/resp_nmi"], 1)                   # (seeds,) over heads
-            sh = np.mean(a["gma/resp_nmi_shuffled"], 1)
-            d, se = mean_se(nmi - sh)
-            verdict = "supported" if d > Z * se else "undecided"
-            ev = (f"NMI {_ms(nmi)} vs shuffled {_ms(sh)}; usage entropy "
+            if "gma/resp_nmi_untrained" in a:
+                n0 = np.mean(a["gma/resp_nmi_untrained"], 1)
+                d, se = mean_se(nmi - n0)                         # paired by seed
+                verdict = ("supported" if d > Z * se else
+                           f"undecided ({d:+.3f} ± {se:.3f} over the untrained layer)")
+                null = f"untrained layer {_ms(n0)}"
+            else:
+                verdict = "undecided: the run records no untrained-layer NMI (rerun it)"
+                null = "untrained layer not recorded"
+            if "gma/resp_nmi_shuffled" in a:
+                null += f", shuffled categories {_ms(np.mean(a['gma/resp_nmi_shuffled'], 1))}"
+            ev = (f"NMI {_ms(nmi)} vs {null}; usage entropy "
                   f"{_ms(np.mean(a['gma/resp_usage_entropy'], 1))}, dead fraction "
                   f"{_ms(np.mean(a['gma/resp_dead_fraction'], 1))}")
             rows.append(("responsibilities specialise on byte categories (first layer)",

@@ -50,8 +50,8 @@ from ._base import SimConfig, Simulation, register
 
 __all__ = ["GMAModelConfig", "RecallConfig", "LMConfig", "train_seeds", "StepClock",
            "matched_models", "masked_ce", "peak_rss_mb", "lm_corpus", "lm_data",
-           "lm_responsibilities", "seq_ce", "seq_run", "recall_baselines", "lm_baselines",
-           "NGRAM_ORDERS"]
+           "lm_responsibilities", "untrained_models", "seq_ce", "seq_run", "recall_baselines",
+           "lm_baselines", "NGRAM_ORDERS"]
 
 LN2 = float(np.log(2.0))
 
@@ -92,7 +92,7 @@ def train_seeds(mcfg: GM.ModelConfig, loss_fn, key, seeds: int, *, steps: int, l
     before training, e.g. to seed GMA's means (:func:`gmtheory.gma_models.seed_gma_means`
     under ``vmap``); ``optimizer``: in place of ``make_optimizer(lr, steps)``."""
     k_init, k_train = jax.random.split(key)
-    params = _builder(mcfg)(jax.random.split(k_init, seeds))
+    params = untrained_models(mcfg, key, seeds)
     if init is not None:
         params = init(params, jax.random.fold_in(k_init, 1))
     clock = StepClock()
@@ -111,6 +111,12 @@ def _seed_loop(mcfg: GM.ModelConfig):
     matmuls XLA:CPU runs slowly), every other mixer and every accelerator under ``vmap``
     (the SSM's fused scan: 0.23 s under ``vmap`` against 0.27 s one after another)."""
     return "map" if mcfg.mixer == "softmax" and jax.default_backend() == "cpu" else True
+
+
+def untrained_models(mcfg: GM.ModelConfig, key, seeds: int):
+    """The ``seeds`` models (leading seed axis) that :func:`train_seeds` starts from with
+    ``key``, before any ``init``: the untrained null of an analysis of trained models."""
+    return _builder(mcfg)(jax.random.split(jax.random.split(key)[0], seeds))
 
 
 @functools.cache
@@ -426,8 +432,10 @@ class LMConfig(GMAModelConfig):
     barely trained GMA layer; it *cannot* show the asymptotic ranking of the mixers (the
     paper profile: every non-overlapping 512-byte window of the corpus, 4 blocks of width
     256, 20000 steps).  The opt-in cpu profile (every 256-byte window, two blocks of width
-    64, five mixers, 3500 steps of 8; 29 min on 2 cores) is committed and feeds the
-    README's claim table.
+    64, five mixers, 3500 steps of 8, every mixer behind the same kernel-4 short
+    convolution ``conv``; 29 min on 2 cores without it) is committed and feeds the
+    README's claim table, whose responsibilities row judges the trained first GMA layer
+    against the same layer untrained (``gma/resp_nmi_untrained``).
     """
 
     max_train_bytes: int
@@ -436,6 +444,7 @@ class LMConfig(GMAModelConfig):
     records: int
     n_train: int       # 0: every non-overlapping window
     n_val: int
+    conv: int          # kernel of the short convolution before every mixer (0: none)
 
 
 @functools.lru_cache(maxsize=2)
@@ -505,7 +514,8 @@ def _lm_point(cfg, point, key):
     corpus = lm_corpus(cfg.max_train_bytes, cfg.max_val_bytes)
     data = lm_data(cfg, corpus)
     res, clock, mcfg = seq_run(cfg, mixer, data, key, causal=True, width=cfg.width,
-                               desc=f"gma-lm {mixer}", tag=["gma-lm", mixer])
+                               desc=f"gma-lm {mixer}", tag=["gma-lm", mixer],
+                               model_kw={"conv": int(cfg.conv)})
     out = {"val_bpb": np.asarray(res.history["val_ce"]).T / LN2,     # (seeds, records)
            "val_bpb0": np.asarray(res.initial["val_ce"]) / LN2,
            "steps": np.asarray(res.steps), "wall": np.asarray(clock.times),
@@ -526,15 +536,20 @@ def _lm_point(cfg, point, key):
             "(finished points are kept) and report it with the jaxlib version "
             "(docs/topics/gma.md).")
     if mixer == "gma":
-        out.update(lm_responsibilities(res.params, data["val_tokens"], cfg.seeds,
-                                        stream_key(cfg.seed, "gma-lm-nmi-shuffles")))
+        nmi_key = stream_key(cfg.seed, "gma-lm-nmi-shuffles")
+        out.update(lm_responsibilities(res.params, data["val_tokens"], cfg.seeds, nmi_key))
+        # the null: the same layer before training (its routing already depends on the
+        # byte, which alone sets the first layer's input up to position)
+        null = lm_responsibilities(untrained_models(mcfg, key, cfg.seeds),
+                                   data["val_tokens"], cfg.seeds, None)
+        out["resp_nmi_untrained"] = null["resp_nmi"]
     return out
 
 
 def lm_responsibilities(models, val_tokens, seeds, key):
     """Responsibility report of the first GMA layer of each seed, on the validation
     windows (keys: the LayerNorm'd residual stream entering the layer; categories: the
-    byte at each position)."""
+    byte at each position); ``key=None``: without the shuffled-category NMI."""
     x = jnp.asarray(val_tokens)
     cats = byte_categories(np.asarray(x))
     rows: dict[str, list] = {}
@@ -542,7 +557,7 @@ def lm_responsibilities(models, val_tokens, seeds, key):
         m = _seed(models, s)
         z = m.blocks[0].mix_input(GM.mixer_outputs(m, x)[0])
         rep = responsibility_report(m.blocks[0].mixer.gma, z, cats, len(BYTE_CATEGORIES),
-                                    key=jax.random.fold_in(key, s))
+                                    key=None if key is None else jax.random.fold_in(key, s))
         for k, v in rep.items():
             rows.setdefault(k, []).append(v)
     out = {f"resp_{k}": np.stack(v) for k, v in rows.items()}          # (seeds, heads, ...)
@@ -576,7 +591,8 @@ def _lm_summary(cfg, a):
                      f"{int(a[f'{m}/params'])}, {1e3 * float(a[f'{m}/sec_per_step']):.1f} "
                      f"ms/step (all seeds together)")
     if "gma/resp_usage_entropy" in a:
-        for k in ("usage_entropy", "token_entropy", "dead_fraction", "nmi", "nmi_shuffled"):
+        for k in ("usage_entropy", "token_entropy", "dead_fraction", "nmi", "nmi_untrained",
+                  "nmi_shuffled"):
             if f"gma/resp_{k}" not in a:
                 continue
             v = a[f"gma/resp_{k}"]                   # (seeds, heads)
