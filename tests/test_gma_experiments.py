@@ -178,7 +178,7 @@ def test_lm_point_raises_on_a_non_finite_loss_and_leaves_jax_config_alone(monkey
 
     import jax
 
-    from gmtheory.simulations import gma_sims
+    from gmtheory.simulations import gma_lm, gma_sims
 
     runs = []
 
@@ -189,14 +189,14 @@ def test_lm_point_raises_on_a_non_finite_loss_and_leaves_jax_config_alone(monkey
         return res, gma_sims.StepClock(), None
 
     corpus = {"python": "3", "train_files": 1, "val_files": 1, "train": b"ab", "val": b"c"}
-    monkeypatch.setattr(gma_sims, "lm_corpus", lambda *a: corpus)
-    monkeypatch.setattr(gma_sims, "lm_data", lambda cfg, c: {"val_tokens": None})
-    monkeypatch.setattr(gma_sims, "seq_run", fake_run)
-    monkeypatch.setattr(gma_sims.GM, "param_count", lambda m: 0)
-    cfg = types.SimpleNamespace(max_train_bytes=2, max_val_bytes=1, width=4, seeds=1)
+    monkeypatch.setattr(gma_lm, "lm_corpus", lambda *a: corpus)
+    monkeypatch.setattr(gma_lm, "lm_data", lambda cfg, c: {"val_tokens": None})
+    monkeypatch.setattr(gma_lm, "seq_run", fake_run)
+    monkeypatch.setattr(gma_lm.GM, "param_count", lambda m: 0)
+    cfg = types.SimpleNamespace(max_train_bytes=2, max_val_bytes=1, width=4, seeds=1, conv=0)
     before = jax.config.jax_enable_compilation_cache
     with pytest.raises(FloatingPointError, match="not finite for seeds"):
-        gma_sims._lm_point(cfg, {"mixer": "gma"}, None)
+        gma_lm._lm_point(cfg, {"mixer": "gma"}, None)
     assert runs == ["gma"] and jax.config.jax_enable_compilation_cache == before
 
 

@@ -10,7 +10,8 @@ Every task row is first gated on learning (issue 44, fixed before the reruns): i
 *undecided* unless the reference mixer, softmax, beats the task's best trivial rule by more
 than ``Z`` SE (seeds' SE and the rule's, combined), and on MQAR reaches ``LEARNT`` = 0.9.
 The trivial rules need no recall or no mixing (:mod:`gmtheory.tasks`, computed on the run's
-own data by :func:`gmtheory.simulations.gma_sims.recall_baselines` and ``lm_baselines``):
+own data by :func:`gmtheory.simulations.gma_sims.recall_baselines` and
+:func:`gmtheory.simulations.gma_lm.lm_baselines`):
 the majority class and the root operator's majority label on ListOps (which is read at a
 position that holds the root operator when bidirectional), chance and the most frequent
 value in the sequence on MQAR, byte n-gram count models (1-5 bytes of context) on the LM.
@@ -290,8 +291,7 @@ def with_baselines(name, arrays, meta):
     beside it (``baselines/PROFILE.npz``, keyed by the config and tied to the source of
     the rules by its fingerprint: ~1 min to recompute, so written once and committed)."""
     from ..cache import config_key, load_result, save_result, source_fingerprint
-    from ..simulations import get_simulation
-    from ..simulations import gma_sims as G
+    from ..simulations import get_simulation, gma_lm, gma_sims
     from ..simulations.committed import committed_stem
 
     if name == "gma-recall" and any(f"{t}/rule" in arrays for t in arrays["tasks"]):
@@ -301,6 +301,7 @@ def with_baselines(name, arrays, meta):
     profile = meta.get("profile") or "cpu"
     stem = committed_stem(name, profile).parent / "baselines" / profile
     stem.parent.mkdir(parents=True, exist_ok=True)
+    G = gma_sims if name == "gma-recall" else gma_lm
     fp = source_fingerprint([G.__name__])
     key = config_key(meta["config"], "trivial-rules")
     hit = load_result(stem, key, fp)

@@ -36,6 +36,7 @@ def load_all() -> None:
         gated_experts,
         gma_ablations,
         gma_gmm,
+        gma_lm,
         gma_mqar,
         gma_sims,
         icl_authors,

@@ -43,15 +43,8 @@ from ..gma_analysis import usage_entropy_array
 from ..problems import stream_key
 from ..stats import mean_se
 from ._base import Simulation, register
-from .gma_sims import (
-    LN2,
-    GMAModelConfig,
-    lm_corpus,
-    lm_data,
-    lm_responsibilities,
-    seq_ce,
-    seq_run,
-)
+from .gma_lm import lm_corpus, lm_data, lm_responsibilities
+from .gma_sims import LN2, GMAModelConfig, seq_ce, seq_run
 
 __all__ = ["AblationConfig", "EXPERIMENTS", "UsageEntropyLoss", "linear_router_gap",
            "usage_entropy_loss"]
