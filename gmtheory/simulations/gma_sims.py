@@ -250,10 +250,9 @@ class RecallConfig(GMAModelConfig):
     classification, test the bidirectional GMA form on it, or show a trend with length.
     The paper profile (ListOps N = 500, 1000, 2000 bidirectional, read at its first
     token, as in LRA's lengths; MQAR N = 256..2048 with 16 pairs; width 128, 2 blocks,
-    5000 steps) is sized for one GPU.  The opt-in cpu profile (MQAR N = 256 with 16 pairs,
-    2000 steps; bidirectional ListOps N = 512, 80 steps; two blocks of width 64, five
-    mixers; 38 min on 2 cores) is committed and feeds the README's claim table
-    (:mod:`gmtheory.figures.gma_claims`).
+    5000 steps) is sized for one GPU.  Its cpu profile decided nothing (every mixer at the
+    task's trivial rule) and was dropped (issue 44): the claim table quotes its record
+    (``simulations/committed/gma-recall/retired/cpu``); ``gma-mqar`` decides recall.
     """
 
     tasks: tuple[str, ...]
