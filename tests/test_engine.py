@@ -473,6 +473,15 @@ def test_hyperparameters_are_data_a_second_run_compiles_nothing(tmp_path, capsys
         run_simulation("lda-sgd", "quick", {**over, "lr": 0.02}, results_dir=tmp_path / "b",
                        progress=False)
     assert st.programs == 0 and st.cache_hits == 0, st.as_dict()
+    # the GMA trainers too (gma_sims.default_optimizer: the learning rate as data, issue 45)
+    over = {"seeds": 1, "mixers": ("gma",), "cases": ("A",), "ds": (2,), "steps": 20,
+            "batch": 4, "n_train": 64, "n_test": 16}
+    run_simulation("gma-gmm", "quick", {**over, "lr": 0.003}, results_dir=tmp_path / "c",
+                   progress=False)
+    with profiling.compile_stats() as st:
+        run_simulation("gma-gmm", "quick", {**over, "lr": 0.01}, results_dir=tmp_path / "d",
+                       progress=False)
+    assert st.programs == 0 and st.cache_hits == 0, st.as_dict()
     with pytest.raises(TypeError, match="lr: not a parameter of sgd"):
         training.hyper(optax.sgd, lr=0.1)
     # progress=False hides the training engine's bars too
