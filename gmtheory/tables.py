@@ -390,7 +390,7 @@ def simulations_index(timings: dict | None = None) -> str:
     """Every simulation: description, profile file, quick config, paper changes and quick
     run time (``timings`` as :func:`simulation_timings` returns it, read when ``None``)."""
     from .simulations import SIMULATIONS, load_all
-    from .simulations._base import load_profile
+    from .simulations._base import load_profile, profiles_dir
 
     load_all()
     timings = simulation_timings() if timings is None else timings
@@ -426,6 +426,12 @@ def simulations_index(timings: dict | None = None) -> str:
                    f"* cpu result: {_committed_text(name, 'cpu')}"]
         except ValueError:                       # no [cpu] table
             cpu = []
+            old = profiles_dir() / "committed" / name / "retired" / "cpu.json"
+            if old.exists():                     # a dropped cpu profile's record
+                c = json.loads(old.read_text()).get("committed", {})
+                cpu = [f"* cpu: dropped; its record is `simulations/committed/{name}/retired/"
+                       f"cpu.npz` (commit {str(c.get('git'))[:10]}), reasons in "
+                       f"`simulations/{name}.toml`"]
         out += [f"## {name}", "", _cell(sim.description), "",
                 f"* profiles: `simulations/{name}.toml`",
                 f"* quick: `{_config_text(quick)}`",

@@ -447,9 +447,10 @@ def test_cli_figures_reuse_stale(tmp_path, monkeypatch, capsys):
 
 
 def test_hyperparameters_are_data_a_second_run_compiles_nothing(tmp_path, capsys):
-    """#30: the learning rate travels in the optimiser state (training.hyper) and the loss's
-    settings in a module, so another learning rate reuses the compiled programs: of the
-    library's population gradient descent, and of a whole training simulation."""
+    """#30, #45 item 5: the learning rate travels in the optimiser state (training.hyper)
+    and the loss's settings in a module, so another learning rate reuses the compiled
+    programs: of LDA's population gradient descent and its SGD simulation, of the GMA
+    trainers (gma-gmm), of the denoising heads and of clean-context."""
     from gmtheory import lda, profiling
     from gmtheory.simulations import run_simulation
 
@@ -472,6 +473,32 @@ def test_hyperparameters_are_data_a_second_run_compiles_nothing(tmp_path, capsys
     with profiling.compile_stats() as st:
         run_simulation("lda-sgd", "quick", {**over, "lr": 0.02}, results_dir=tmp_path / "b",
                        progress=False)
+    assert st.programs == 0 and st.cache_hits == 0, st.as_dict()
+    # the GMA trainers too (gma_sims.default_optimizer: the learning rate as data, issue 45)
+    over = {"seeds": 1, "mixers": ("gma",), "cases": ("A",), "ds": (2,), "steps": 20,
+            "batch": 4, "n_train": 64, "n_test": 16}
+    run_simulation("gma-gmm", "quick", {**over, "lr": 0.003}, results_dir=tmp_path / "c",
+                   progress=False)
+    with profiling.compile_stats() as st:
+        run_simulation("gma-gmm", "quick", {**over, "lr": 0.01}, results_dir=tmp_path / "d",
+                       progress=False)
+    assert st.programs == 0 and st.cache_hits == 0, st.as_dict()
+    # the denoising heads (denoising.train_heads: a loss module, step size and clip as data)
+    from gmtheory import denoising
+
+    mix, xi = denoising.figure2_mixture()
+    kw = {"seeds": 2, "steps": 20, "eval_every": 10, "batch": 8, "order": 6, "progress": False}
+    denoising.train_heads(mix, xi, jax.random.key(0), lr=2e-3, **kw)
+    with profiling.compile_stats() as st:
+        denoising.train_heads(mix, xi, jax.random.key(0), lr=4e-3, clip=5.0, **kw)
+    assert st.programs == 0 and st.cache_hits == 0, st.as_dict()
+    # and clean-context (a loss module, Adam's rate as data, a module-level L-BFGS objective)
+    over = {"seeds": 1, "L": 12, "steps": 10, "batch": 4, "pool": 8, "test": 8}
+    run_simulation("clean-context", "quick", {**over, "lr": 0.01}, results_dir=tmp_path / "e",
+                   progress=False)
+    with profiling.compile_stats() as st:
+        run_simulation("clean-context", "quick", {**over, "lr": 0.02},
+                       results_dir=tmp_path / "f", progress=False)
     assert st.programs == 0 and st.cache_hits == 0, st.as_dict()
     with pytest.raises(TypeError, match="lr: not a parameter of sgd"):
         training.hyper(optax.sgd, lr=0.1)

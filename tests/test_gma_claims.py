@@ -2,6 +2,7 @@
 each verdict is reachable, and a claim is decided only by resolved comparisons."""
 
 import numpy as np
+import pytest
 
 from gmtheory.figures.gma_claims import claim_rows
 
@@ -176,3 +177,23 @@ def test_one_seed_of_gma_mqar_decides_nothing():
     one = {m: np.asarray([0.995]) for m in MIXERS}
     row = [r for r in claim_rows(None, None, _mqar(one)) if "recall" in r[0]][0]
     assert row[1] == "undecided: 1 seed (a mean ± SE needs two)"
+
+
+def test_dropped_recall_profile_is_quoted_from_its_retired_record():
+    """gma-recall has no cpu profile any more (issue 44 item 4); the claim table quotes its
+    last record from committed/gma-recall/retired/ and says so in the command cell."""
+    from gmtheory.figures.gma_claims import RETIRED_RECALL, _committed
+    from gmtheory.simulations import get_simulation, load_all, make_config
+    from gmtheory.simulations.committed import load_retired
+
+    load_all()
+    with pytest.raises(ValueError, match="no cpu profile"):
+        make_config(get_simulation("gma-recall"), "cpu")
+    arrays, meta = load_retired("gma-recall", "cpu")
+    assert "listops/N" in arrays and meta["config"]["listops_steps"] == 80
+    recall = _committed("cpu")["gma-recall"]
+    assert recall[1]["retired"] and "retired record" in recall[2]
+    rows = claim_rows(recall[:2], None)
+    assert rows and all(r[3] == RETIRED_RECALL for r in rows)
+    assert rows[0][1].startswith("undecided")      # ListOps: at the root-operator rule
+    assert load_retired("gma-lm", "cpu") is None

@@ -88,6 +88,7 @@ def test_committed_gma_results_record_their_commit_and_fingerprint():
 
     paths = [*ROOT.glob("simulations/committed/gma-*/*.json"),
              *ROOT.glob("simulations/committed/gma-*/baselines/*.json"),
+             *ROOT.glob("simulations/committed/gma-*/retired/*.json"),
              ROOT / "docs" / "bench-gma.json"]
     assert len(paths) >= 5
     for p in paths:

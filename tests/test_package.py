@@ -137,9 +137,8 @@ def test_no_module_imports_another_modules_private_names():
     assert not bad, "private names imported across modules:\n" + "\n".join(bad)
 
 
-# open (issue 45 item 5): gma_models.make_optimizer's warm-up-cosine schedule checks its
-# peak value in Python, so its learning rate cannot travel as data (training.hyper) yet
-CACHED_FACTORIES_LEFT = {"gmtheory/simulations/gma_sims.py::_optimizer"}
+# none left (issue 45 item 5): gma_sims.default_optimizer passes its learning rate as data
+CACHED_FACTORIES_LEFT: set[str] = set()
 
 
 def test_no_cache_pins_a_loss_or_an_objective():

@@ -151,6 +151,11 @@ def mqar_row(a) -> tuple[str, str, str, str]:
             "`gmtheory run gma-mqar --profile cpu`")
 
 
+#: the command cell of rows read from gma-recall's retired cpu record (issue 44, item 4)
+RETIRED_RECALL = ("the retired cpu run of gma-recall (`simulations/committed/gma-recall/"
+                  "retired/`; profile dropped, see `simulations/gma-recall.toml`)")
+
+
 def claim_rows(recall, lm, mqar=None) -> list[tuple[str, str, str, str]]:
     """``(claim, verdict, evidence, command)`` rows from the arrays of the committed cpu
     runs (``recall``, ``lm``, ``mqar``: a ``(arrays, meta)`` pair or ``None``); a
@@ -158,9 +163,11 @@ def claim_rows(recall, lm, mqar=None) -> list[tuple[str, str, str, str]]:
     ``gma-recall``'s MQAR, whose values repeat (:func:`mqar_row`)."""
     rows = []
     if recall is not None:
-        a, _ = recall
+        a, meta = recall
         mixers = [str(m) for m in a["mixers"]]
         cmd = "`gmtheory run gma-recall --profile cpu`"
+        if meta.get("retired"):
+            cmd = RETIRED_RECALL
         if "listops/N" in a:
             i = int(np.argmax(a["listops/N"]))
             N = int(a["listops/N"][i])
@@ -274,10 +281,19 @@ def memory_row(bench: dict) -> tuple[str, str, str, str]:
 
 def _committed(profile: str) -> dict:
     from ..simulations import load_all
-    from ..simulations.committed import load_committed
+    from ..simulations.committed import load_committed, load_retired
 
     load_all()
-    got = {n: load_committed(n, profile) for n in ("gma-recall", "gma-lm", "gma-mqar")}
+    got = {}
+    for n in ("gma-recall", "gma-lm", "gma-mqar"):
+        try:
+            hit = load_committed(n, profile)
+        except ValueError:            # the simulation has no such profile (dropped)
+            hit = None
+        if hit is None and (old := load_retired(n, profile)) is not None:
+            hit = (old[0], dict(old[1], retired=True),
+                   f"{n} [{profile}]: retired record (the profile was dropped)")
+        got[n] = hit
     if all(v is None for v in got.values()):
         raise FileNotFoundError(f"no committed {profile} run of gma-recall, gma-lm or "
                                 "gma-mqar")
@@ -350,9 +366,10 @@ def runs_table(profile: str = "cpu") -> str:
         if v is None:
             continue
         a, meta = v[0], v[1]
+        name = f"{name} (retired)" if meta.get("retired") else name
         mins = (meta.get("committed", {}).get("run_seconds") or 0) / 60
         parts = ([f"{t}/{m}" for t in (str(x) for x in a["tasks"]) for m in a["mixers"]]
-                 if name == "gma-recall" else [str(m) for m in a["mixers"]])
+                 if "tasks" in a else [str(m) for m in a["mixers"]])
         # (gma-mqar's arrays have a leading length axis: the mean over lengths per mixer)
         peak = max(float(np.max(a[f"{p}/peak_rss_mb"])) for p in parts
                    if f"{p}/peak_rss_mb" in a) if any(f"{p}/peak_rss_mb" in a

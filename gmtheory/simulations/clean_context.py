@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from functools import partial
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,7 +37,7 @@ from .. import denoising as D
 from ..mixture import GaussianMixture
 from ..operators import linear_attention, softmax_attention, softmax_attention_limit
 from ..problems import stream_key
-from ..training import minimize_lbfgs, train
+from ..training import hyper, minimize_lbfgs, train
 from ._base import SimConfig, Simulation, register
 
 __all__ = ["CleanContextConfig", "clean_prompts"]
@@ -90,12 +91,59 @@ def _record_every(steps: int, at_most: int = 50) -> int:
     return max(r for r in range(1, min(at_most, steps) + 1) if steps % r == 0)
 
 
+@dataclass(frozen=True)
+class _Task:
+    """The fields of a config that :func:`clean_prompts` reads (a loss holds these, not the
+    config, so that another learning rate or step count keeps its compiled program)."""
+
+    d: int
+    centres: int
+    L: int
+    s0_sq: float
+    sz_sq: float
+
+
+def _task(cfg) -> _Task:
+    return _Task(int(cfg.d), int(cfg.centres), int(cfg.L), float(cfg.s0_sq), float(cfg.sz_sq))
+
+
+class CleanLoss(eqx.Module):
+    """Per-coordinate MSE of one head (``kind``) on ``batch`` prompts: fresh ones drawn from
+    the step's key (``pool = 0``), or drawn without replacement from the seed's pool of
+    ``pool`` prompts passed as data."""
+
+    task: _Task = eqx.field(static=True)
+    kind: str = eqx.field(static=True)
+    batch: int = eqx.field(static=True)
+    pool: int = eqx.field(static=True)
+
+    def __call__(self, p, data, k):
+        if self.pool:
+            idx = jax.random.choice(k, self.pool, (self.batch,), replace=False)
+            toks, zq, xq = data[0][idx], data[1][idx], data[2][idx]
+        else:
+            toks, zq, xq, _ = clean_prompts(k, self.batch, self.task)
+        return _mse(p, toks, zq, xq, self.kind)
+
+
+def _mse(p, toks, zq, xq, kind):
+    return jnp.mean((_apply(p, toks, zq, kind) - xq) ** 2)
+
+
+@partial(jax.jit, static_argnames="kind")
+def _pool_mse(params, toks, zq, xq, *, kind):
+    """Each seed's training MSE over its whole pool (leading seed axis everywhere)."""
+    return jax.vmap(lambda p, t, z, x: _mse(p, t, z, x, kind))(params, toks, zq, xq)
+
+
 def _train(key, kind, mode, cfg):
     """Train ``len(key)`` seeds at once.  Seed ``s``: ``k_init, k_data = split(key[s])``;
     step ``t`` draws its batch from ``fold_in(k_data, t)`` (fresh prompts, or indices into
     the seed's pool drawn from ``fold_in(k_data, 10**6)``).  Returns the parameters and
     the training MSE: over the whole pool (``pool``), or the mean loss of the last
-    record of steps (``fresh``; 50 steps when 50 divides ``steps``)."""
+    record of steps (``fresh``; 50 steps when 50 divides ``steps``).  The loss is a
+    :class:`CleanLoss` and Adam's learning rate is data (``training.hyper``): runs that
+    differ only in ``lr`` or ``steps`` share their compiled programs."""
     k_init, k_data = jax.vmap(jax.random.split, out_axes=1)(key)
     lim = 1.0 / np.sqrt(cfg.d)
 
@@ -105,30 +153,18 @@ def _train(key, kind, mode, cfg):
                 "V": jax.random.uniform(kv, (cfg.d, cfg.d), minval=-lim, maxval=lim)}
 
     p0 = jax.vmap(init)(k_init)
-
-    def mse(p, toks, zq, xq):
-        return jnp.mean((_apply(p, toks, zq, kind) - xq) ** 2)
-
+    task = _task(cfg)
+    pool = None
     if mode == "pool":
         pool = jax.vmap(lambda k: clean_prompts(jax.random.fold_in(k, 10**6), cfg.pool,
-                                                cfg)[:3])(k_data)
-
-        def loss(p, pool, k):
-            idx = jax.random.choice(k, cfg.pool, (cfg.batch,), replace=False)
-            return mse(p, pool[0][idx], pool[1][idx], pool[2][idx])
-    else:
-        pool = None
-
-        def loss(p, data, k):
-            toks, zq, xq, _ = clean_prompts(k, cfg.batch, cfg)
-            return mse(p, toks, zq, xq)
-
-    res = train(loss, p0, optax.adam(cfg.lr), steps=cfg.steps, key=k_data, data=pool,
-                record_every=_record_every(cfg.steps), batched=True,
+                                                task)[:3])(k_data)
+    loss = CleanLoss(task, kind, int(cfg.batch), int(cfg.pool) if mode == "pool" else 0)
+    res = train(loss, p0, hyper(optax.adam, learning_rate=float(cfg.lr)), steps=cfg.steps,
+                key=k_data, data=pool, record_every=_record_every(cfg.steps), batched=True,
                 batched_data=mode == "pool", desc=f"clean-context {kind}-{mode}",
                 tag=["clean-context", kind, mode, cfg.lr, cfg.batch])
     if mode == "pool":
-        train_mse = jax.jit(jax.vmap(mse))(res.params, *pool)
+        train_mse = _pool_mse(res.params, *pool, kind=kind)
     else:
         train_mse = res.loss[-1]
     return res.params, train_mse
@@ -153,20 +189,24 @@ def best_isotropic_head(cfg, n_tasks=64, n_queries=64, key=None):
     covs = mixes[0].covs
     w = mixes[0].weights
 
-    def obj(t, data):
-        means, Z, F, covs, w = data
-
-        def per_task(m, z, f):
-            mix = GaussianMixture.tree_unflatten(None, (w, m, covs))
-            eye = jnp.eye(cfg.d)
-            out = softmax_attention_limit(mix, t[0] * eye, t[1] * eye, z)
-            return jnp.mean((out - f) ** 2)
-
-        return jnp.mean(jax.vmap(per_task)(means, Z, F))
-
     x0s = [jnp.array([b0, 1.0]) for b0 in (1.0 / cfg.sz_sq, 0.5 / cfg.sz_sq, 2.0 / cfg.sz_sq)]
-    best = minimize_lbfgs(obj, x0s[0], (means, Z, F, covs, w), starts=x0s[1:])
+    best = minimize_lbfgs(_iso_objective, x0s[0], (means, Z, F, covs, w), starts=x0s[1:])
     return float(best.fun), float(best.x[0]), float(best.x[1])
+
+
+def _iso_objective(t, data):
+    """Mean squared distance of the head ``U = t[0] I``, ``V = t[1] I`` on the infinite
+    clean prompt to the Bayes denoiser, over the tasks and queries of ``data`` (a
+    module-level function: L-BFGS compiles it once for every config)."""
+    means, Z, F, covs, w = data
+    eye = jnp.eye(covs.shape[-1])
+
+    def per_task(m, z, f):
+        mix = GaussianMixture.tree_unflatten(None, (w, m, covs))
+        out = softmax_attention_limit(mix, t[0] * eye, t[1] * eye, z)
+        return jnp.mean((out - f) ** 2)
+
+    return jnp.mean(jax.vmap(per_task)(means, Z, F))
 
 
 def _run_point(cfg, point, key):
@@ -175,7 +215,8 @@ def _run_point(cfg, point, key):
     params, train_mse = _train(jax.random.split(key, cfg.seeds), kind, mode, cfg)
     jax.block_until_ready(params)
     wall = time.perf_counter() - t0
-    toks, zq, xq, fstar = clean_prompts(stream_key(cfg.seed, "clean-test"), cfg.test, cfg)
+    toks, zq, xq, fstar = clean_prompts(stream_key(cfg.seed, "clean-test"), cfg.test,
+                                        _task(cfg))
     pred = jax.vmap(lambda p: _apply(p, toks, zq, kind))(params)
     test = jnp.mean((pred - xq[None]) ** 2, axis=(1, 2, 3))
     bayes = jnp.mean((fstar - xq) ** 2)

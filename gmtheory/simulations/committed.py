@@ -12,6 +12,10 @@ a record of what the code computed at its commit.  When the source has changed s
 :func:`load_committed` says which files (the figure draws it all the same, and the
 caller prints the note); a result whose config no longer matches the profile (the TOML
 changed) is not used.
+
+A profile that is dropped (its TOML table removed) keeps its last committed record as
+``simulations/committed/NAME/retired/PROFILE`` (:func:`load_retired`): evidence that a
+README row may still quote, no longer a run that any command reproduces.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 from ..cache import changed_files, load_result, mark_perturbed, perturbed, save_result
 from ._base import get_simulation, make_config, profiles_dir, run_simulation
 
-__all__ = ["committed_stem", "commit_result", "load_committed"]
+__all__ = ["committed_stem", "commit_result", "load_committed", "load_retired"]
 
 
 def committed_stem(name: str, profile: str = "paper") -> Path:
@@ -103,3 +107,19 @@ def load_committed(name: str, profile: str = "paper"):
     if changed:
         note += f"; source changed since in {', '.join(changed)}"
     return arrays, meta, note
+
+
+def load_retired(name: str, profile: str):
+    """``(arrays, meta)`` of the retired record ``committed/NAME/retired/PROFILE`` (a
+    committed run of a profile that no longer exists), or ``None``.  Read as recorded: its
+    config is not compared with any profile."""
+    stem = committed_stem(name, profile).parent / "retired" / profile
+    js = stem.with_suffix(".json")
+    if not js.exists():
+        return None
+    was = perturbed()
+    mark_perturbed(None)
+    try:
+        return load_result(stem, json.loads(js.read_text())["key"])
+    finally:
+        mark_perturbed(was)

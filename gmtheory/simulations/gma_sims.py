@@ -4,7 +4,7 @@ classification, each trained for the four mixers of :mod:`gmtheory.gma_models`.
 All three run every seed of a sweep point at once (``train(batched=...)``: the seeds in
 ``vmap``, split over the visible devices by :func:`gmtheory.training.train`; softmax on
 CPU one seed after another in the same program, :func:`_seed_loop`), with AdamW,
-warm-up then cosine decay and gradient clipping (:func:`gmtheory.gma_models.make_optimizer`)
+warm-up then cosine decay and gradient clipping (:func:`default_optimizer`)
 and the training engine's NaN guard, checkpoints and progress bar.  The mixers are
 compared at equal parameter count (:func:`gmtheory.gma_models.matched_configs`: the MLP
 width of each mixer is set so that its model has the softmax model's count).  Training
@@ -39,22 +39,24 @@ from .. import gma_models as GM
 from .. import tasks as T
 from ..problems import stream_key
 from ..stats import mean_se
-from ..training import train
+from ..training import hyper, train
 from ._base import SimConfig, Simulation, register
 
-__all__ = ["GMAModelConfig", "RecallConfig", "train_seeds", "StepClock", "matched_models",
-           "masked_ce", "peak_rss_mb", "untrained_models", "seq_ce", "seq_run",
-           "recall_baselines", "LN2"]
+__all__ = ["GMAModelConfig", "RecallConfig", "train_seeds", "default_optimizer", "StepClock",
+           "matched_models", "masked_ce", "peak_rss_mb", "untrained_models", "seq_ce",
+           "seq_run", "recall_baselines", "LN2"]
 
 LN2 = float(np.log(2.0))
 
 
 # ---------------------------------------------------------------------------- shared
-@functools.cache
-def _optimizer(lr: float, steps: int):
-    """One optimizer object per (lr, steps): the engine caches its compiled program on the
-    optimizer's identity, so the points of a sweep share it."""
-    return GM.make_optimizer(lr, steps)
+def default_optimizer(lr: float, steps: int):
+    """:func:`gmtheory.gma_models.make_optimizer`'s AdamW (warm-up over ``steps // 20``,
+    cosine to 1 % of ``lr``) with ``lr`` as data (``hyper(warmup_cosine_adamw, ...)``):
+    runs that differ only in ``lr`` share one compiled program."""
+    steps = int(steps)
+    return hyper(GM.warmup_cosine_adamw, learning_rate=float(lr), end_fraction=0.01,
+                 steps=steps, warmup=min(max(1, steps // 20), max(steps - 1, 0)))
 
 
 class StepClock:
@@ -83,13 +85,13 @@ def train_seeds(mcfg: GM.ModelConfig, loss_fn, key, seeds: int, *, steps: int, l
     ``(TrainResult, StepClock)``.  One record per block (``records`` of them).  ``init``:
     optional ``(models, key) -> models`` applied to the built models (leading seed axis)
     before training, e.g. to seed GMA's means (:func:`gmtheory.gma_models.seed_gma_means`
-    under ``vmap``); ``optimizer``: in place of ``make_optimizer(lr, steps)``."""
+    under ``vmap``); ``optimizer``: in place of :func:`default_optimizer`."""
     k_init, k_train = jax.random.split(key)
     params = untrained_models(mcfg, key, seeds)
     if init is not None:
         params = init(params, jax.random.fold_in(k_init, 1))
     clock = StepClock()
-    opt = optimizer if optimizer is not None else _optimizer(float(lr), int(steps))
+    opt = optimizer if optimizer is not None else default_optimizer(lr, steps)
     res = train(loss_fn, params, opt, steps=steps,
                 key=jax.random.split(k_train, seeds), data=data,
                 record_every=steps // records, block_records=1, metrics_fn=metrics_fn,
@@ -219,7 +221,7 @@ class GMAModelConfig(SimConfig):
     compared, the model (:class:`gmtheory.gma_models.ModelConfig`: width ``d_model``,
     ``depth`` blocks of ``heads`` heads, MLP width ``mlp_hidden``, ``K`` GMA components,
     ``features`` random features of FAVOR+) and the optimiser (``steps`` of ``batch``
-    sequences, AdamW peaking at ``lr``: :func:`gmtheory.gma_models.make_optimizer`)."""
+    sequences, AdamW peaking at ``lr``: :func:`default_optimizer`)."""
 
     seeds: int
     mixers: tuple[str, ...]  # "ssm" in paper
@@ -249,10 +251,9 @@ class RecallConfig(GMAModelConfig):
     classification, test the bidirectional GMA form on it, or show a trend with length.
     The paper profile (ListOps N = 500, 1000, 2000 bidirectional, read at its first
     token, as in LRA's lengths; MQAR N = 256..2048 with 16 pairs; width 128, 2 blocks,
-    5000 steps) is sized for one GPU.  The opt-in cpu profile (MQAR N = 256 with 16 pairs,
-    2000 steps; bidirectional ListOps N = 512, 80 steps; two blocks of width 64, five
-    mixers; 38 min on 2 cores) is committed and feeds the README's claim table
-    (:mod:`gmtheory.figures.gma_claims`).
+    5000 steps) is sized for one GPU.  Its cpu profile decided nothing (every mixer at the
+    task's trivial rule) and was dropped (issue 44): the claim table quotes its record
+    (``simulations/committed/gma-recall/retired/cpu``); ``gma-mqar`` decides recall.
     """
 
     tasks: tuple[str, ...]
