@@ -117,6 +117,19 @@ def test_responsibilities_row_is_judged_against_the_untrained_layer():
     assert row[1].startswith("undecided (")
     a["gma/resp_nmi_untrained"] = a["gma/resp_nmi"] - 0.1
     assert claim_rows(None, (a, {}))[-1][1] == "supported"
+    a["gma/resp_nmi_untrained"] = a["gma/resp_nmi"] + 0.1
+    assert claim_rows(None, (a, {}))[-1][1].startswith("not supported")
+    # paired by seed: NMI spread widely over seeds, each seed 0.02 above its own start;
+    # unpaired (means and their SEs apart) this would be undecided
+    spread = np.asarray([[0.1], [0.4], [0.7]]) + np.zeros((3, 2))
+    a["gma/resp_nmi"] = spread + np.asarray([[0.0], [0.001], [-0.001]])
+    a["gma/resp_nmi_untrained"] = spread - 0.02
+    assert claim_rows(None, (a, {}))[-1][1] == "supported"
+    # one seed decides nothing (and prints without an SE)
+    one = {k: (v[:1] if k.startswith("gma/resp") else v) for k, v in a.items()}
+    one["gma/val_bpb"] = np.ones((1, 2))
+    row = claim_rows(None, (one, {}))[-1]
+    assert row[1].startswith("undecided: 1 seed") and "(one seed)" in row[2]
 
 
 def _bench(power, Ns=(4096, 8192, 16384, 32768), noise=0.02):

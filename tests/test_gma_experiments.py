@@ -44,6 +44,8 @@ def test_lm_runs_and_draws(tmp_path):
     assert a["gma/resp_usage"].shape == (2, 2, 4)
     np.testing.assert_allclose(a["gma/resp_usage"].sum(-1), 1.0, rtol=1e-5)
     assert a["gma/resp_table"].sum() == 2 * 2 * 8 * 16          # seeds x heads x tokens
+    # the null of the claim table: the same layer untrained, per seed and head (issue 44)
+    assert a["gma/resp_nmi_untrained"].shape == a["gma/resp_nmi"].shape == (2, 2)
     assert len(a["val_files"]) > 0 and str(a["python"]).count(".") == 2
     # the n-gram baselines of the claim table, on the run's own bytes (issue 44)
     assert a["ngram/bpb"].shape == (5,) and np.all(np.isfinite(a["ngram/bpb"]))
@@ -166,6 +168,27 @@ def test_gmm_denoising_prompts_and_references():
     models = jax.vmap(lambda k: GM.build(mcfg, k))(jax.random.split(jax.random.key(0), 2))
     _, mse = G._evaluate(models, {k: test[k] for k in G._EVAL}, C)
     assert mse.shape == (2,) and np.all(np.isfinite(np.asarray(mse)))
+
+
+def test_untrained_models_are_where_training_starts():
+    """The responsibilities' null (gma-lm) reads ``untrained_models``: the very models that
+    ``train_seeds`` starts from with the same key (seen through its ``init`` hook)."""
+    import jax
+
+    from gmtheory import gma_models as GM
+    from gmtheory.simulations import gma_sims
+
+    mcfg = GM.ModelConfig(mixer="gma", causal=True, d_model=8, depth=1, heads=2,
+                          mlp_hidden=16, n_out=8, vocab=8, max_len=6, K=3, conv=2)
+    tokens = jax.random.randint(jax.random.key(1), (4, 6), 1, 8)
+    data = {"tokens": tokens, "label": tokens}
+    seen = []
+    key = jax.random.key(7)
+    gma_sims.train_seeds(mcfg, gma_sims.SeqLoss(2, False), key, 2, steps=2, lr=1e-3,
+                         data=data, records=1, init=lambda m, k: seen.append(m) or m)
+    for a, b in zip(jax.tree.leaves(seen[0]), jax.tree.leaves(
+            gma_sims.untrained_models(mcfg, key, 2)), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_lm_point_raises_on_a_non_finite_loss_and_leaves_jax_config_alone(monkeypatch):

@@ -28,10 +28,11 @@ A run that records no baseline decides nothing.
 * **responsibilities specialise** (first GMA layer of the byte LM): *supported* if the NMI
   of the argmax component with the byte category exceeds that of the same layer before
   training (its seed's initial weights) by more than ``Z`` SE of the paired difference over
-  seeds (heads averaged within a seed).  The untrained layer is the null, not shuffled
-  categories: the first layer's input is set by the byte up to position, so any
-  non-constant routing beats shuffled categories (issue 44).  A run without the untrained
-  NMI is *undecided*.
+  seeds (heads averaged within a seed), *not supported* if it falls below it by as much.
+  The untrained layer is the null, not shuffled categories: the first layer's input is set
+  by the last few bytes (the byte and its position, and the short convolution's window),
+  so any non-constant routing beats shuffled categories (issue 44).  A run without the
+  untrained NMI, or with one seed, is *undecided*.
 * **linear time and memory in N at fixed K** (``gmtheory bench gma``, the committed
   ``docs/bench-gma.json``): the log-log slopes of fwd+bwd time and compiled memory of
   every long-context (fused) GMA form, each K.  *Supported* if both were measured and
@@ -60,6 +61,8 @@ LABEL = {"softmax": "softmax", "linear": "elu+1", "performer": "FAVOR+", "gma": 
 
 
 def _ms(v, f=".3f"):
+    if np.size(v) < 2:                    # one seed has no SE (mean_se refuses it)
+        return f"{float(np.mean(v)):{f}} (one seed)"
     mu, se = mean_se(np.asarray(v, float))
     return f"{mu:{f}} ± {se:{f}}"
 
@@ -222,10 +225,15 @@ def claim_rows(recall, lm, mqar=None) -> list[tuple[str, str, str, str]]:
             nmi = np.mean(a["gma/resp_nmi"], 1)                   # (seeds,) over heads
             if "gma/resp_nmi_untrained" in a:
                 n0 = np.mean(a["gma/resp_nmi_untrained"], 1)
-                d, se = mean_se(nmi - n0)                         # paired by seed
-                verdict = ("supported" if d > Z * se else
-                           f"undecided ({d:+.3f} ± {se:.3f} over the untrained layer)")
                 null = f"untrained layer {_ms(n0)}"
+                if len(nmi) < 2:
+                    verdict = f"undecided: {len(nmi)} seed (a mean ± SE needs two)"
+                else:
+                    d, se = mean_se(nmi - n0)                     # paired by seed
+                    verdict = ("supported" if d > Z * se else
+                               f"not supported ({d:+.3f} ± {se:.3f}: below the untrained "
+                               "layer)" if d < -Z * se else
+                               f"undecided ({d:+.3f} ± {se:.3f} over the untrained layer)")
             else:
                 verdict = "undecided: the run records no untrained-layer NMI (rerun it)"
                 null = "untrained layer not recorded"

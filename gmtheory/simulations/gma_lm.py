@@ -156,7 +156,7 @@ def _lm_point(cfg, point, key):
         nmi_key = stream_key(cfg.seed, "gma-lm-nmi-shuffles")
         out.update(lm_responsibilities(res.params, data["val_tokens"], cfg.seeds, nmi_key))
         # the null: the same layer before training (its routing already depends on the
-        # byte, which alone sets the first layer's input up to position)
+        # bytes, which with their positions alone set the first layer's input)
         null = lm_responsibilities(untrained_models(mcfg, key, cfg.seeds),
                                    data["val_tokens"], cfg.seeds, None)
         out["resp_nmi_untrained"] = null["resp_nmi"]
