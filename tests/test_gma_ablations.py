@@ -158,3 +158,6 @@ def test_every_row_runs(tmp_path):
               "kmeans-init/kmeans/val_bpb"):
         assert np.all(np.isfinite(a[k]))
     assert np.all(a["kmeans-init/kmeans/dead_fraction"] >= 0)
+    # the read-out row's baselines: byte count models on the same bytes (issue 44)
+    bpb = a["slot-normalisation/ngram/bpb"]
+    assert bpb.shape == (5,) and bpb[1] < bpb[0] < 8.0

@@ -43,7 +43,7 @@ from ..gma_analysis import usage_entropy_array
 from ..problems import stream_key
 from ..stats import mean_se
 from ._base import Simulation, register
-from .gma_lm import lm_corpus, lm_data, lm_responsibilities
+from .gma_lm import lm_baselines, lm_corpus, lm_data, lm_responsibilities
 from .gma_sims import LN2, GMAModelConfig, seq_ce, seq_run
 
 __all__ = ["AblationConfig", "EXPERIMENTS", "UsageEntropyLoss", "linear_router_gap",
@@ -230,9 +230,10 @@ def _point(cfg, point, key):
         return _copy_point(cfg, key)
     data = lm_data(cfg, lm_corpus(cfg.max_train_bytes, cfg.max_val_bytes))
     if name == "slot-normalisation":
-        return {f"{norm}/{k}": v for norm in ("query", "slot")
-                for k, v in _lm_row(cfg, key, data, f"slot {norm}",
-                                    model_kw={"normalisation": norm}).items()}
+        out = {f"{norm}/{k}": v for norm in ("query", "slot")
+               for k, v in _lm_row(cfg, key, data, f"slot {norm}",
+                                   model_kw={"normalisation": norm}).items()}
+        return {**out, **lm_baselines(cfg)}   # what byte counts alone reach (issue 44)
     sharp = {"tau0": cfg.sharp_tau0}
     if name == "usage-entropy-loss":
         base = _lm_row(cfg, key, data, "sharp", model_kw=sharp)
@@ -269,9 +270,15 @@ def summary_rows(cfg, a) -> list[tuple[str, str]]:
         rows.append(("selective copying (acc.)",
                      f"{cells}; chance {float(a['selective-copy/chance']):.3f}"))
     if "slot-normalisation/query/val_bpb" in a:
+        grams = ""
+        if "slot-normalisation/ngram/bpb" in a:
+            grams = "; byte n-gram models (bytes of context: bits/byte) " + ", ".join(
+                f"{int(k)}: {float(v):.2f}" for k, v in zip(
+                    a["slot-normalisation/ngram/orders"], a["slot-normalisation/ngram/bpb"],
+                    strict=True))
         rows.append(("GMA read-out (val. bits/byte)",
                      f"query normalisation {_ms(a['slot-normalisation/query/val_bpb'])}, "
-                     f"per-slot means {_ms(a['slot-normalisation/slot/val_bpb'])}"))
+                     f"per-slot means {_ms(a['slot-normalisation/slot/val_bpb'])}{grams}"))
     if "isotropic-router/iso_max_abs" in a:
         g = lambda k: float(np.max(a[f"isotropic-router/{k}"]))              # noqa: E731
         rows.append(("best linear router vs GMA (max |Δr|)",
