@@ -177,3 +177,18 @@ def test_dropped_recall_profile_is_quoted_from_its_retired_record():
     assert rows and all(r[3] == RETIRED_RECALL for r in rows)
     assert rows[0][1].startswith("undecided")      # ListOps: at the root-operator rule
     assert load_retired("gma-lm", "cpu") is None
+
+
+def test_committed_baselines_are_current(monkeypatch):
+    """The trivial-rule baselines kept beside older committed records are tied to the
+    source of the rules by its fingerprint; stale ones would be recomputed (about a minute)
+    and written into the repository by any run of the claim table, the tests included.
+    Regenerate them with ``python -m gmtheory.tables`` and commit them."""
+    from gmtheory.figures import gma_claims
+
+    def refuse(*a, **k):
+        raise AssertionError("stale committed baselines: run `python -m gmtheory.tables` "
+                             "and commit simulations/committed/gma-*/baselines/")
+
+    monkeypatch.setattr("gmtheory.cache.save_result", refuse)
+    gma_claims._committed("cpu")

@@ -267,20 +267,19 @@ def memory_row(bench: dict) -> tuple[str, str, str, str]:
 
 
 def _committed(profile: str) -> dict:
-    from ..simulations import load_all
+    from ..simulations import get_simulation, has_profile, load_all
     from ..simulations.committed import load_committed, load_retired
 
     load_all()
     got = {}
     for n in ("gma-recall", "gma-lm", "gma-mqar"):
-        try:
-            hit = load_committed(n, profile)
-        except ValueError:            # the simulation has no such profile (dropped)
-            hit = None
-        if hit is None and (old := load_retired(n, profile)) is not None:
-            hit = (old[0], dict(old[1], retired=True),
-                   f"{n} [{profile}]: retired record (the profile was dropped)")
-        got[n] = hit
+        if has_profile(get_simulation(n), profile):
+            got[n] = load_committed(n, profile)
+        else:                         # a dropped profile: its retired record, if any
+            old = load_retired(n, profile)
+            got[n] = None if old is None else (
+                old[0], dict(old[1], retired=True),
+                f"{n} [{profile}]: retired record (the profile was dropped)")
     if all(v is None for v in got.values()):
         raise FileNotFoundError(f"no committed {profile} run of gma-recall, gma-lm or "
                                 "gma-mqar")
