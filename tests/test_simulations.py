@@ -284,6 +284,25 @@ def test_committed_results_match_their_profiles_and_draw(stem):
         plt.close(get_figure(n).draw(arrays, meta))
 
 
+def test_figures_of_a_larger_profile_draw_the_committed_runs_only(monkeypatch, capsys):
+    """``gmtheory figures --profile paper`` (no names) is the atlas: it draws every figure
+    whose run is committed for the profile and names the others, computing nothing (issue
+    46 item 5; measured: the 12 committed paper figures in 15 s on 2 cores)."""
+    from gmtheory import cli, figures
+    from gmtheory.simulations import committed
+
+    drawable, missing = figures.committed_figures("paper")
+    assert "icl-softmax" in drawable and "fig1" in missing
+    for name in drawable:
+        assert committed.load_committed(figures.get_figure(name).simulation, "paper")
+    drawn = []
+    monkeypatch.setattr(figures, "make_figure", lambda n, **kw: drawn.append(n) or n)
+    monkeypatch.setattr("gmtheory.simulations.run_simulation", None)   # computing fails
+    assert cli.main(["figures", "--profile", "paper", "--no-progress"]) == 0
+    assert drawn == drawable
+    assert "no committed paper run (skipped" in capsys.readouterr().out
+
+
 def test_cpu_profile_is_opt_in(monkeypatch, tmp_path):
     """``[cpu]`` lays its fields over ``[quick]`` (not over ``[paper]``); a simulation with
     no ``[cpu]`` table has no cpu profile, and says so."""

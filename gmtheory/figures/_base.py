@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["Figure", "register_figure", "FIGURES", "get_figure", "load_all", "make_figure",
-           "style_path", "figure_summary"]
+           "style_path", "figure_summary", "committed_figures"]
 
 FIGURES: dict[str, Figure] = {}
 
@@ -96,6 +96,23 @@ def wrap_caption(fig, caption: str, *, fontsize: float = 9.0, left: float = 0.01
 
 def style_path() -> Path:
     return Path(__file__).with_name("gmtheory.mplstyle")
+
+
+def committed_figures(profile: str) -> tuple[list[str], list[str]]:
+    """``(drawable, missing)``: the figures whose simulation has a committed result for
+    ``profile``'s current config (drawn from it without computing), and the others."""
+    from ..simulations import get_simulation, has_profile
+    from ..simulations.committed import load_committed
+
+    load_all()
+    drawable, missing, hits = [], [], {}
+    for name, fig in FIGURES.items():
+        sim = fig.simulation
+        if sim not in hits:
+            hits[sim] = (has_profile(get_simulation(sim), profile)
+                         and load_committed(sim, profile) is not None)
+        (drawable if hits[sim] else missing).append(name)
+    return drawable, missing
 
 
 def make_figure(name: str, *, profile="quick", out_dir="figures",
