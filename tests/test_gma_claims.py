@@ -148,6 +148,10 @@ def test_a_gma_mqar_run_gives_the_recall_row():
                    linear=_seeds(0.5), performer=_seeds(0.4))
     row = [r for r in claim_rows(None, None, _mqar(claimed)) if "recall" in r[0]][0]
     assert row[1] == "supported"
+    # every other mixer ranked against the reference, softmax (mean ± SE of the difference)
+    ranked = row[2].split("minus softmax: ")[1]
+    assert ranked.startswith("elu+1 -0.495 ± 0.001") and "GMA -0.195" in ranked
+    assert "FAVOR+ -0.595" in ranked and "SSM -0.005" in ranked
     against = dict(claimed, linear=_seeds(0.9))            # GMA behind elu+1
     row = [r for r in claim_rows(None, None, _mqar(against)) if "recall" in r[0]][0]
     assert row[1].startswith("not supported")

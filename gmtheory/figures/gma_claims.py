@@ -140,6 +140,10 @@ def mqar_row(a) -> tuple[str, str, str, str]:
                                      f"{float(np.ravel(acc[m])[0]):.3f} (one seed)")
                    for m in mixers)
     ev += f"; chance {base:.3f}; most frequent value rule {r:.3f} ± {rse:.3f}"
+    if "softmax" in acc and seeds >= 2:       # every mixer ranked against the reference
+        ev += "; minus softmax: " + ", ".join(
+            "{} {:+.3f} ± {:.3f}".format(LABEL[m], *_diff(acc[m], acc["softmax"]))
+            for m in mixers if m != "softmax")
     return (f"same order on associative recall (MQAR N = {int(a['N'][i])}, values without "
             "replacement, acc.; our addition)",
             verdict + (f" ({'; '.join(notes)})" if notes else ""), ev,
