@@ -61,11 +61,19 @@ def cmd_verify(args) -> int:
 
 
 def cmd_figures(args) -> int:
-    from .figures import all_figures, get_figure, make_figure
+    from .figures import all_figures, committed_figures, get_figure, make_figure
 
     names = args.names or all_figures()
     for n in names:
         get_figure(n)  # unknown names fail before any work
+    if not args.names and args.profile != "quick" and not args.recompute:
+        # the atlas: every figure whose run is committed for the profile, drawn without
+        # computing; the others are named (a paper run takes hours, and is asked for by name)
+        names, missing = committed_figures(args.profile)
+        if missing:
+            print(f"no committed {args.profile} run (skipped; name a figure to compute it, or "
+                  f"`gmtheory run SIMULATION --profile {args.profile} --commit`): "
+                  f"{', '.join(missing)}")
     for n in names:
         t0 = time.perf_counter()
         path = make_figure(n, profile=args.profile, out_dir=args.out, results_dir=args.results,
@@ -290,7 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_verify)
 
     sp = sub.add_parser("figures", help="draw figures from cached (or fresh) simulations")
-    sp.add_argument("names", nargs="*", metavar="NAME", help="figure names (default: all)")
+    sp.add_argument("names", nargs="*", metavar="NAME",
+                    help="figure names (default: all; for --profile paper or cpu, all whose "
+                         "run is committed for that profile, drawn without computing)")
     sp.add_argument("--profile", choices=PROFILES, default="quick")
     sp.add_argument("--out", default="figures", help="output folder (default figures/)")
     sp.add_argument("--results", default=RESULTS,

@@ -358,7 +358,7 @@ def committed_figures_index(png_prefix: str = "", figures_dir=Path("figures")) -
                 continue
             out += [f"## {name} ({prof} profile)", "",
                     f"![{name}, {prof} profile]({png_prefix}{prof}/{name}.png)", "",
-                    f"*{_cell(f.caption)}*", "",
+                    f"*{_cell(f.caption_for(prof))}*", "",
                     f"* command: `gmtheory figures {name} --profile {prof} --out "
                     f"figures/{prof}`",
                     f"* drawn from the committed run `simulations/committed/{f.simulation}/"

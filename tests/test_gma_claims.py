@@ -181,6 +181,10 @@ def test_a_gma_mqar_run_gives_the_recall_row():
                    linear=_seeds(0.5), performer=_seeds(0.4))
     row = [r for r in claim_rows(None, None, _mqar(claimed)) if "recall" in r[0]][0]
     assert row[1] == "supported"
+    # every other mixer ranked against the reference, softmax (mean ± SE of the difference)
+    ranked = row[2].split("minus softmax: ")[1]
+    assert ranked.startswith("elu+1 -0.495 ± 0.001") and "GMA -0.195" in ranked
+    assert "FAVOR+ -0.595" in ranked and "SSM -0.005" in ranked
     against = dict(claimed, linear=_seeds(0.9))            # GMA behind elu+1
     row = [r for r in claim_rows(None, None, _mqar(against)) if "recall" in r[0]][0]
     assert row[1].startswith("not supported")
@@ -210,3 +214,18 @@ def test_dropped_recall_profile_is_quoted_from_its_retired_record():
     assert rows and all(r[3] == RETIRED_RECALL for r in rows)
     assert rows[0][1].startswith("undecided")      # ListOps: at the root-operator rule
     assert load_retired("gma-lm", "cpu") is None
+
+
+def test_committed_baselines_are_current(monkeypatch):
+    """The trivial-rule baselines kept beside older committed records are tied to the
+    source of the rules by its fingerprint; stale ones would be recomputed (about a minute)
+    and written into the repository by any run of the claim table, the tests included.
+    Regenerate them with ``python -m gmtheory.tables`` and commit them."""
+    from gmtheory.figures import gma_claims
+
+    def refuse(*a, **k):
+        raise AssertionError("stale committed baselines: run `python -m gmtheory.tables` "
+                             "and commit simulations/committed/gma-*/baselines/")
+
+    monkeypatch.setattr("gmtheory.cache.save_result", refuse)
+    gma_claims._committed("cpu")

@@ -1,5 +1,7 @@
 """Quick profiles are tested; paper profiles are opt-in (-m slow)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -282,6 +284,62 @@ def test_committed_results_match_their_profiles_and_draw(stem):
     assert figs
     for n in figs:
         plt.close(get_figure(n).draw(arrays, meta))
+
+
+def test_figures_of_a_larger_profile_draw_the_committed_runs_only(monkeypatch, capsys):
+    """``gmtheory figures --profile paper`` (no names) is the atlas: it draws every figure
+    whose run is committed for the profile and names the others, computing nothing (issue
+    46 item 5; measured: the 12 committed paper figures in 15 s on 2 cores)."""
+    from gmtheory import cli, figures
+    from gmtheory.simulations import committed
+
+    drawable, missing = figures.committed_figures("paper")
+    assert "icl-softmax" in drawable and "fig1" in missing
+    for name in drawable:
+        assert committed.load_committed(figures.get_figure(name).simulation, "paper")
+    drawn = []
+    monkeypatch.setattr(figures, "make_figure", lambda n, **kw: drawn.append(n) or n)
+    monkeypatch.setattr("gmtheory.simulations.run_simulation", None)   # computing fails
+    assert cli.main(["figures", "--profile", "paper", "--no-progress"]) == 0
+    assert drawn == drawable
+    assert "no committed paper run (skipped" in capsys.readouterr().out
+
+
+def _numbers(text):
+    """The decimal numbers a text states (a minus sign included; identifiers such as
+    icl.09 and versions are not numbers)."""
+    import re
+
+    return [float(t.replace("−", "-"))
+            for t in re.findall(r"(?<![\w.])[−-]?\d+\.\d+(?![\w.])", text)]
+
+
+@pytest.mark.parametrize("profile", ["paper"])
+def test_larger_profile_captions_are_written_from_their_runs(profile):
+    """Every figure drawn from a committed run of a larger profile has a caption of its own
+    (the quick one's numbers are another run's), and every decimal number it states is one
+    that its run contains: in the simulation's summary of the committed arrays, its config
+    or the arrays themselves, at the precision printed (issue 46)."""
+    import json
+
+    from gmtheory.figures import committed_figures, get_figure
+    from gmtheory.simulations.committed import load_committed
+
+    for name in committed_figures(profile)[0]:
+        fig = get_figure(name)
+        assert profile in fig.captions, f"{name}: no {profile} caption"
+        cap = fig.caption_for(profile)
+        assert cap != fig.caption
+        arrays, meta, _ = load_committed(fig.simulation, profile)
+        sim = get_simulation(fig.simulation)
+        text = "\n".join(sim.summary(make_config(sim, profile), arrays)) if sim.summary else ""
+        known = np.asarray(_numbers(text + " " + json.dumps(meta.get("config", {}))), float)
+        vals = np.concatenate([np.ravel(np.asarray(v, float)) for v in arrays.values()
+                               if np.asarray(v).dtype.kind in "fiu"] + [known])
+        for tok in re.findall(r"(?<![\w.])[−-]?\d+\.\d+(?![\w.])", cap):
+            x, places = float(tok.replace("−", "-")), len(tok.split(".")[1])
+            close = np.abs(np.round(vals, places) - x) <= 0.5 * 10.0 ** -places + 1e-12
+            assert close.any(), f"{name} [{profile}]: the caption states {tok}, not in its run"
 
 
 def test_cpu_profile_is_opt_in(monkeypatch, tmp_path):

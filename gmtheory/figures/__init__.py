@@ -3,6 +3,7 @@
 from ._base import (
     FIGURES,
     Figure,
+    committed_figures,
     figure_summary,
     get_figure,
     make_figure,
@@ -19,4 +20,4 @@ def all_figures() -> list[str]:
 
 
 __all__ = ["FIGURES", "Figure", "figure_summary", "get_figure", "make_figure", "register_figure",
-           "style_path", "all_figures"]
+           "style_path", "all_figures", "committed_figures"]

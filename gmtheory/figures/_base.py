@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["Figure", "register_figure", "FIGURES", "get_figure", "load_all", "make_figure",
-           "style_path", "figure_summary"]
+           "style_path", "figure_summary", "committed_figures"]
 
 FIGURES: dict[str, Figure] = {}
 
@@ -28,9 +28,34 @@ class Figure:
     #: theory value to decide (an illustration, trained models beside baselines), or a check
     #: of the run is open, said so
     run_unchecked: str = ""
+    #: the captions of the other profiles (``"paper"``, ``"cpu"``), each written for its
+    #: own run: ``caption`` is the quick profile's, and its numbers are the quick run's
+    captions: dict = field(default_factory=dict)
+
+    def caption_for(self, profile: str = "quick") -> str:
+        """The caption of the figure drawn at ``profile``: ``caption`` for quick, the
+        profile's own where one is written, else a caption that says there is none (the
+        quick one's numbers would be another run's; issue 46)."""
+        if profile == "quick":
+            return self.caption
+        if profile in self.captions:
+            return self.captions[profile]
+        return (f"{self.name} at the {profile} profile. No caption is written for this "
+                "profile yet: the quick profile's caption (figures/README.md) says what is "
+                "drawn, but its numbers are the quick run's; this run's are in the summary of "
+                f"`gmtheory run {self.simulation} --profile {profile}`.")
 
 
 def register_figure(fig: Figure) -> Figure:
+    """Register ``fig``, with the captions of its larger profiles
+    (:data:`gmtheory.figures.captions.PROFILE_CAPTIONS`) laid under its own ``captions``."""
+    from dataclasses import replace
+
+    from .captions import PROFILE_CAPTIONS
+
+    extra = PROFILE_CAPTIONS.get(fig.name, {})
+    if extra:
+        fig = replace(fig, captions={**extra, **fig.captions})
     FIGURES[fig.name] = fig
     return fig
 
@@ -98,6 +123,23 @@ def style_path() -> Path:
     return Path(__file__).with_name("gmtheory.mplstyle")
 
 
+def committed_figures(profile: str) -> tuple[list[str], list[str]]:
+    """``(drawable, missing)``: the figures whose simulation has a committed result for
+    ``profile``'s current config (drawn from it without computing), and the others."""
+    from ..simulations import get_simulation, has_profile
+    from ..simulations.committed import load_committed
+
+    load_all()
+    drawable, missing, hits = [], [], {}
+    for name, fig in FIGURES.items():
+        sim = fig.simulation
+        if sim not in hits:
+            hits[sim] = (has_profile(get_simulation(sim), profile)
+                         and load_committed(sim, profile) is not None)
+        (drawable if hits[sim] else missing).append(name)
+    return drawable, missing
+
+
 def make_figure(name: str, *, profile="quick", out_dir="figures",
                 results_dir="simulations/results",
                 force=False, progress=True, reuse_stale=False, committed=True,
@@ -130,8 +172,8 @@ def make_figure(name: str, *, profile="quick", out_dir="figures",
                                          reuse_stale=reuse_stale)
     with plt.style.context(str(style_path())):
         fig = fig_spec.draw(arrays, meta)
-        fig.text(0.01, -0.02, wrap_caption(fig, fig_spec.caption), ha="left", va="top",
-                 fontsize=9, style="italic")
+        fig.text(0.01, -0.02, wrap_caption(fig, fig_spec.caption_for(profile)), ha="left",
+                 va="top", fontsize=9, style="italic")
         out = Path(out_dir) / f"{name}.png"
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".tmp.png")

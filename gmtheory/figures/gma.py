@@ -334,8 +334,7 @@ register_figure(Figure(
              "value), which a mixer must beat before it has learnt the task; the y-axis "
              "is fitted to the data. Quick profile: "
              "150 steps, causal models, N ≤ 32 — far too short to rank the mixers on "
-             "ListOps. Where a profile has one length per task (the cpu profile: MQAR "
-             "N = 256, bidirectional ListOps N = 512; figures/cpu/), each panel shows "
+             "ListOps. Where a run has one length per task, each panel shows "
              "test accuracy against training steps instead (band: mean ± SE; thin lines: "
              "seeds); see docs/topics/gma.md."),
     draw=draw_recall,

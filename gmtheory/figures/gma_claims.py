@@ -148,6 +148,10 @@ def mqar_row(a) -> tuple[str, str, str, str]:
                                      f"{float(np.ravel(acc[m])[0]):.3f} (one seed)")
                    for m in mixers)
     ev += f"; chance {base:.3f}; most frequent value rule {r:.3f} ± {rse:.3f}"
+    if "softmax" in acc and seeds >= 2:       # every mixer ranked against the reference
+        ev += "; minus softmax: " + ", ".join(
+            "{} {:+.3f} ± {:.3f}".format(LABEL[m], *_diff(acc[m], acc["softmax"]))
+            for m in mixers if m != "softmax")
     return (f"same order on associative recall (MQAR N = {int(a['N'][i])}, values without "
             "replacement, acc.; our addition)",
             verdict + (f" ({'; '.join(notes)})" if notes else ""), ev,
@@ -288,20 +292,19 @@ def memory_row(bench: dict) -> tuple[str, str, str, str]:
 
 
 def _committed(profile: str) -> dict:
-    from ..simulations import load_all
+    from ..simulations import get_simulation, has_profile, load_all
     from ..simulations.committed import load_committed, load_retired
 
     load_all()
     got = {}
     for n in ("gma-recall", "gma-lm", "gma-mqar"):
-        try:
-            hit = load_committed(n, profile)
-        except ValueError:            # the simulation has no such profile (dropped)
-            hit = None
-        if hit is None and (old := load_retired(n, profile)) is not None:
-            hit = (old[0], dict(old[1], retired=True),
-                   f"{n} [{profile}]: retired record (the profile was dropped)")
-        got[n] = hit
+        if has_profile(get_simulation(n), profile):
+            got[n] = load_committed(n, profile)
+        else:                         # a dropped profile: its retired record, if any
+            old = load_retired(n, profile)
+            got[n] = None if old is None else (
+                old[0], dict(old[1], retired=True),
+                f"{n} [{profile}]: retired record (the profile was dropped)")
     if all(v is None for v in got.values()):
         raise FileNotFoundError(f"no committed {profile} run of gma-recall, gma-lm or "
                                 "gma-mqar")

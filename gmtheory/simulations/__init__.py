@@ -13,6 +13,7 @@ from ._base import (
     assemble_grid,
     get_simulation,
     grid,
+    has_profile,
     last_run_stats,
     load_profile,
     make_config,
@@ -55,4 +56,4 @@ def load_all() -> None:
 __all__ = ["SIMULATIONS", "SimConfig", "Simulation", "assemble_grid", "get_simulation", "grid",
            "load_all", "last_run_stats", "load_profile", "make_config", "parse_overrides",
            "profile_path", "read_config_file", "register", "result_stem", "run_simulation",
-           "PointsHeldElsewhere"]
+           "PointsHeldElsewhere", "has_profile"]

@@ -54,7 +54,7 @@ else:  # pragma: no cover
 __all__ = ["Simulation", "SimConfig", "register", "get_simulation", "SIMULATIONS",
            "run_simulation", "result_stem", "parse_overrides", "make_config", "last_run_stats",
            "profiles_dir", "profile_path", "load_profile", "read_config_file", "grid",
-           "assemble_grid", "PointsHeldElsewhere"]
+           "assemble_grid", "PointsHeldElsewhere", "has_profile"]
 
 SIMULATIONS: dict[str, Simulation] = {}
 #: quick: every simulation, for the tests and ``make reproduce``; paper: the papers' sizes
@@ -292,6 +292,14 @@ def _read_toml(path: Path) -> dict:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"{path}: not valid TOML ({e}).") from None
+
+
+def has_profile(sim: Simulation, profile: str) -> bool:
+    """Whether ``sim`` has ``profile``: quick and paper always; cpu where its TOML has a
+    ``[cpu]`` table."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile: must be one of {PROFILES}, got {profile!r}.")
+    return profile != "cpu" or "cpu" in _read_toml(profile_path(sim.name))
 
 
 def load_profile(sim: Simulation, profile: str = "quick") -> dict:

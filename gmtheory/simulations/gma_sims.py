@@ -51,9 +51,9 @@ LN2 = float(np.log(2.0))
 
 # ---------------------------------------------------------------------------- shared
 def default_optimizer(lr: float, steps: int):
-    """:func:`gmtheory.gma_models.make_optimizer`'s AdamW (warm-up over ``steps // 20``,
-    cosine to 1 % of ``lr``) with ``lr`` as data (``hyper(warmup_cosine_adamw, ...)``):
-    runs that differ only in ``lr`` share one compiled program."""
+    """:func:`gmtheory.gma_models.make_optimizer`'s AdamW (warm-up ``max(1, steps // 20)``
+    steps, below ``steps``; cosine to 1 % of ``lr``) with ``lr`` as data
+    (``hyper(warmup_cosine_adamw, ...)``): runs differing only in ``lr`` share a program."""
     steps = int(steps)
     return hyper(GM.warmup_cosine_adamw, learning_rate=float(lr), end_fraction=0.01,
                  steps=steps, warmup=min(max(1, steps // 20), max(steps - 1, 0)))
