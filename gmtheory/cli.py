@@ -135,9 +135,13 @@ def cmd_run(args) -> int:
     cfg = make_config(sim, profile, overrides)
     joined = _distributed(args)
     try:
+        # --commit keeps a finished run even if the code changed while it ran (a long run
+        # outlives edits; commit_result records the commit it started from), so a cached
+        # result of the same config is not recomputed here either
         arrays, meta, stem = run_simulation(args.simulation, profile, overrides,
                                             results_dir=args.results, force=args.force,
-                                            progress=not args.no_progress)
+                                            progress=not args.no_progress,
+                                            reuse_stale=args.commit)
     finally:
         if joined:
             import jax

@@ -258,6 +258,28 @@ def test_commit_and_load_a_result(tmp_path, monkeypatch):
         committed.committed_stem("no-such-sim")
 
 
+def test_run_commit_keeps_a_finished_run_after_a_source_edit(tmp_path, monkeypatch, capsys):
+    """``gmtheory run NAME --commit`` after the code changed commits the cached run as it is
+    (a long run outlives edits) instead of recomputing it first (found committing the
+    gma-lm cpu run: the command started training it again)."""
+    from gmtheory import cli
+    from gmtheory.cache import Fingerprint
+    from gmtheory.simulations import _base, committed
+
+    monkeypatch.setattr(committed, "profiles_dir", lambda: tmp_path / "sims")
+    args = ["run", "gated-experts", "--results", str(tmp_path / "cache"), "--no-progress"]
+    assert cli.main(args) == 0
+    sim = _base.get_simulation("gated-experts")
+    real = sim.fingerprint()
+    monkeypatch.setattr(type(sim), "fingerprint",
+                        lambda self: Fingerprint("edited", real.files))  # the source changed
+    capsys.readouterr()
+    with pytest.warns(Warning, match="stale result reused"):
+        assert cli.main(args + ["--commit"]) == 0
+    out = capsys.readouterr().out
+    assert "loaded from the cache" in out and "committed:" in out
+
+
 def _committed():
     from gmtheory.simulations.committed import committed_stem
 
@@ -314,7 +336,7 @@ def _numbers(text):
             for t in re.findall(r"(?<![\w.])[−-]?\d+\.\d+(?![\w.])", text)]
 
 
-@pytest.mark.parametrize("profile", ["paper"])
+@pytest.mark.parametrize("profile", ["paper", "cpu"])
 def test_larger_profile_captions_are_written_from_their_runs(profile):
     """Every figure drawn from a committed run of a larger profile has a caption of its own
     (the quick one's numbers are another run's), and every decimal number it states is one

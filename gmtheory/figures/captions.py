@@ -158,6 +158,33 @@ _PAPER = {
         "ℓ = 8) and approaches it as ℓ grows (0.99 to 1.01 at ℓ = 1024; both tend to 1)."),
 }
 
+_CPU = {
+    "gma-lm": (
+        "Byte-level causal language model on the Python standard library (held-out files); "
+        "cpu profile: every 256-byte window of the 4416377 training bytes, 3500 steps of 8 "
+        "windows, two blocks of width 64, five mixers at equal parameter count, each behind "
+        "the same kernel-4 causal convolution, 3 seeds. Validation bits per byte against "
+        "training steps and wall-clock (mean ± SE over seeds; compilation excluded); dotted: "
+        "byte n-gram count models with 1-5 bytes of context on the same split (3.51, 2.65, "
+        "2.18, 2.07 and 2.06), the level that local statistics alone reach. At step 3500 the "
+        "SSM reaches 1.964 ± 0.005, below every count model; softmax (2.175 ± 0.004), elu+1 "
+        "(2.189), GMA (2.201) and FAVOR+ (2.218) sit between the 3- and 4-byte models, "
+        "still falling slowly, so the claim table's LM row is undecided (softmax does not "
+        "beat the count models)."),
+    "gma-responsibilities": (
+        "Responsibilities of the first GMA layer of the cpu-profile byte LM (a kernel-4 "
+        "causal convolution before the layer) on the validation windows. Left: mean "
+        "responsibility of each of the K = 16 components (ranked, × K so that 1 is uniform "
+        "use), mean ± SE over 3 seeds × 2 heads: usage entropy 0.863, no dead component. "
+        "Middle and right: for the head with the largest NMI and for a typical head (median "
+        "NMI), the byte categories of the tokens each component wins (rows sum to 1). The "
+        "NMI between argmax component and byte category is 0.138 trained, against 0.077 for "
+        "the same layer before training (the claim table's null: its input already depends "
+        "on the bytes) and 0.000 with the categories shuffled."),
+}
+
 #: ``{figure: {profile: caption}}``
 PROFILE_CAPTIONS: dict[str, dict[str, str]] = {
-    name: {"paper": text} for name, text in _PAPER.items()}
+    name: {**({"paper": _PAPER[name]} if name in _PAPER else {}),
+           **({"cpu": _CPU[name]} if name in _CPU else {})}
+    for name in {*_PAPER, *_CPU}}
