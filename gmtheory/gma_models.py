@@ -450,7 +450,10 @@ def seed_gma_means(model: Model, inputs, key, *, mask=None) -> Model:
     """``model`` with each GMA layer's means seeded by k-means++
     (:func:`gmtheory.gma.kmeanspp_means`) on the normalised residual stream entering it
     for ``inputs`` (real tokens only where ``mask``), layer by layer (a layer's inputs
-    depend on the means seeded below it).  Other mixers are left as they are."""
+    depend on the means seeded below it).  Other mixers are left as they are.  The means
+    keep the layer's dtype (k-means++ runs in float64 where it is enabled): a float64 leaf
+    in a float32 model would compile a second training program and train in mixed
+    precision."""
     for i, blk in enumerate(model.blocks):
         if blk.mixer.kind != "gma":
             continue
@@ -458,7 +461,8 @@ def seed_gma_means(model: Model, inputs, key, *, mask=None) -> Model:
         z = z.reshape(-1, z.shape[-1])
         if mask is not None:
             z = z[np.asarray(mask).reshape(-1)]
-        mu = gma.kmeanspp_means(blk.mixer.gma, z, jax.random.fold_in(key, i))
+        old = blk.mixer.gma.mu
+        mu = gma.kmeanspp_means(blk.mixer.gma, z, jax.random.fold_in(key, i)).astype(old.dtype)
         model = eqx.tree_at(lambda m, i=i: m.blocks[i].mixer.gma.mu, model, mu)
     return model
 

@@ -110,6 +110,10 @@ def test_kmeans_means_are_projected_tokens_of_the_residual_stream():
             d = jnp.min(jnp.sum((blk.mixer.gma.mu[h][:, None] - pts[None]) ** 2, -1), 1)
             assert float(jnp.max(d)) < 1e-10
     assert not np.allclose(seeded.blocks[0].mixer.gma.mu, model.blocks[0].mixer.gma.mu)
+    # the seeded model keeps every leaf's dtype: a float64 mean in a float32 model compiled a
+    # second training program and trained in mixed precision
+    assert ([x.dtype for x in jax.tree.leaves(seeded)]
+            == [x.dtype for x in jax.tree.leaves(model)])
     with pytest.raises(ValueError, match="tokens"):
         gma.kmeanspp_means(model.blocks[0].mixer.gma, jnp.zeros((3, 5)), key)
 

@@ -326,17 +326,17 @@ _TRAINED = ("trained mixers beside the trivial rules of the same task (issue 44)
 register_figure(Figure(
     name="gma-recall",
     simulation="gma-recall",
-    caption=("Test accuracy against sequence length for the token mixers at equal "
-             "parameter count. Light points: each seed; bars: mean ± SE over "
-             "seeds; dashed: majority-class rate (ListOps) or chance (MQAR); dotted: "
+    caption=("Test accuracy of the token mixers at equal parameter count against sequence "
+             "length (light points: each seed; bars: mean ± SE over seeds) or, where a run "
+             "has one length per task (the quick profile), against training steps (band: "
+             "mean ± SE; thin lines: seeds). Dashed: majority-class rate (ListOps) or "
+             "chance (MQAR); dotted: "
              "what a rule without recall or mixing scores on the same test data (ListOps: "
              "the root operator's majority label; MQAR: the sequence's most frequent "
              "value), which a mixer must beat before it has learnt the task; the y-axis "
              "is fitted to the data. Quick profile: "
-             "150 steps, causal models, N ≤ 32 — far too short to rank the mixers on "
-             "ListOps. Where a run has one length per task, each panel shows "
-             "test accuracy against training steps instead (band: mean ± SE; thin lines: "
-             "seeds); see docs/topics/gma.md."),
+             "150 steps, causal models, N = 32 — far too short to rank the mixers on "
+             "ListOps; see docs/topics/gma.md."),
     draw=draw_recall,
     run_unchecked=_TRAINED,
 ))

@@ -241,14 +241,15 @@ class GMAModelConfig(SimConfig):
 class RecallConfig(GMAModelConfig):
     """ListOps and MQAR accuracy against sequence length, four mixers.
 
-    Quick profile (~70 s on 2 cores; shares its four compiled programs with ``gma-lm``'s
-    quick profile): ListOps at N = 16, 32 and MQAR (4 pairs, 16 keys) at N = 16, 32, one
-    block of width 32, 150 steps of 16 sequences, 3 seeds, all lengths padded to 32 and
-    every model *causal* (ListOps read at its last token).  It shows the
-    pipeline end to end, the relative speed of the mixers and which mixers start to learn
-    MQAR within 150 steps.  At these sizes ListOps stays near its majority-class rate for
-    every mixer, so the quick profile *cannot* rank the mixers on long-context
-    classification, test the bidirectional GMA form on it, or show a trend with length.
+    Quick profile (shares its four compiled programs with ``gma-lm``'s quick profile):
+    ListOps and MQAR (4 pairs, 16 keys) at N = 32, one block of width 32, 150 steps of 16
+    sequences, 3 seeds, every model *causal* (ListOps read at its last token); with one
+    length per task the figure draws learning curves.  It shows the pipeline end to end,
+    the relative speed of the mixers and which mixers start to learn MQAR within 150
+    steps.  At these sizes ListOps stays near its majority-class rate for every mixer, so
+    the quick profile *cannot* rank the mixers on long-context classification, test the
+    bidirectional GMA form on it, or show a trend with length (it ran N = 16 too until
+    2026-12, which showed none and cost a cold ``make reproduce`` about 12 s).
     The paper profile (ListOps N = 500, 1000, 2000 bidirectional, read at its first
     token, as in LRA's lengths; MQAR N = 256..2048 with 16 pairs; width 128, 2 blocks,
     5000 steps) is sized for one GPU.  Its cpu profile decided nothing (every mixer at the
