@@ -187,7 +187,8 @@ def mutation_report(path=None) -> list[str]:
         "1e-1 (*coarse*: caught at 1e-1 only). A run records the checks it tried, and is "
         "redone when the call map gives the function another set. A FINDING or an "
         "ERROR does not count as caught. Then two breaks (`python -m gmtheory.verify.mutation "
-        "breaks`): the output multiplied by NaN, and by -1; a break is caught when a check "
+        "breaks`): the output multiplied by NaN, and by -1 (and, for `approx_compose`, the "
+        "certified bound of its expressions by 0.98); a break is caught when a check "
         "FAILs or raises (a check that refuses a NaN has done its job). The call map's own "
         "run, every function wrapped and its output unchanged, is the delta = 0 trial.", "",
         f"{len(funcs)} functions: {len(caught)} caught ("
@@ -254,6 +255,18 @@ def _breaks_summary(data) -> list[str]:
                               if not (funcs[q].get("breaks", {}).get(k) or {}).get("caught"))
                       else "")
                    + f", {len(called) - len(done)} not run.")
+    from .verify.mutation import BOUND, BOUND_MODULES, BOUND_REASONS
+
+    bq = [q for q in called if q.split(".")[0] in BOUND_MODULES]
+    bruns = {q: funcs[q].get("breaks", {}).get(BOUND) for q in bq}
+    bcaught = [q for q, r in bruns.items() if r and r.get("caught")]
+    if bq:
+        out.append(f"- a 2 % smaller certified bound ({', '.join(f'`{m}`' for m in BOUND_MODULES)}"
+                   f": the expressions each function returns, carried into those composed on "
+                   f"them): {len(bcaught)} of {len(bq)} caught"
+                   + "".join(f"; `{q}` not caught: {BOUND_REASONS.get(q, 'no reason recorded')}"
+                             for q, r in bruns.items() if r and not r.get("caught"))
+                   + f"; {sum(r is None for r in bruns.values())} not run.")
     out.append("- Not broken (no floating-point output): "
                + ", ".join(f"`{q}`" for q in sorted(NO_FLOAT)) + ".")
     fp = (data.get("map") or {}).get("fingerprint")

@@ -104,6 +104,35 @@ def test_every_called_function_is_broken_by_nan_and_a_sign_flip():
                 "caught"), f"{q} is listed as surviving a break but is caught: remove it"
 
 
+def test_every_composition_rule_is_broken_by_a_smaller_bound():
+    """approx_compose's functions return expressions with a certified bound: a 2 % smaller
+    bound (the bound break, carried into every expression composed on it) must make a check
+    FAIL, or be listed with its reason in BOUND_REASONS, and no caught one listed there."""
+    funcs = _data()["functions"]
+    called = [q for q in mutation.public_functions(mutation.BOUND_MODULES)
+              if funcs.get(q, {}).get("checks")]
+    assert called, "no function of BOUND_MODULES is called by a check"
+    missing, passes = [], []
+    for q in called:
+        run = funcs[q].get("breaks", {}).get(mutation.BOUND)
+        if run is None or "error" in run and not run.get("ran"):
+            missing.append(q)
+        elif not run["caught"] and q not in mutation.BOUND_REASONS:
+            passes.append(q)
+        elif run["caught"]:
+            assert q not in mutation.BOUND_REASONS, f"{q} is caught: remove its reason"
+            assert run["factor"] == pytest.approx(1 - mutation.REQUIRED), run
+    assert not missing, (f"bound break not run: {missing}; run `python -m gmtheory.verify."
+                         "mutation breaks --jobs 2 --only approx_compose.`")
+    assert not passes, f"every check still PASSes with a 2 % smaller bound from: {passes}"
+    assert set(mutation.BOUND_REASONS) <= set(called)
+    # the reason given for variables: exact coordinates carry the bound 0
+    from gmtheory import approx_compose as C
+
+    assert set(mutation.BOUND_REASONS) == {"approx_compose.variables"}
+    assert all(v.bound == 0.0 for v in C.variables([0.0, -1.0], [1.0, 2.0]))
+
+
 def test_every_function_is_caught_or_explained():
     funcs = _data()["functions"]
     pending = [q for q, e in funcs.items() if e.get("status") == "pending"]

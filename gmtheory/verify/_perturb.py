@@ -1,7 +1,8 @@
 """Multiply a function's output by ``1 + delta``, whatever its kind (the perturbation of
 :mod:`gmtheory.verify.mutation`): every floating-point leaf of arrays, scalars, tuples,
 dicts, dataclasses and pytrees; a returned function or callable object perturbed when
-called; an emulated expression of :mod:`gmtheory.approx_compose` in its emulated values."""
+called; an emulated expression of :mod:`gmtheory.approx_compose` in its emulated values
+(or, for the *bound* break, in its certified bound alone)."""
 
 from __future__ import annotations
 
@@ -42,8 +43,12 @@ def _scale(x, factor):
     return x * factor
 
 
-def perturb(out, delta: float, _tally: type[Tally] | None = None):
-    """``out`` with every floating-point leaf multiplied by ``1 + delta``."""
+def perturb(out, delta: float, _tally: type[Tally] | None = None, *, bound: bool = False):
+    """``out`` with every floating-point leaf multiplied by ``1 + delta``.  With ``bound``,
+    only the certified bound of each emulated expression of
+    :mod:`gmtheory.approx_compose` in ``out`` (the *bound* break of
+    :mod:`gmtheory.verify.mutation`: a composition rule that adds too little error), and
+    nothing else."""
     import jax
 
     from ..approx_compose import Expr
@@ -56,6 +61,20 @@ def perturb(out, delta: float, _tally: type[Tally] | None = None):
     def go(x):
         if x is None or isinstance(x, (bool, int, str, bytes)):
             return x
+        if isinstance(x, Expr):             # an emulated expression: its emulated values,
+            seen[0] = True                  # also where a composition reads it as a term,
+            y = copy.copy(x)                # or (``bound``) its certified bound, which the
+            if bound:                       # compositions built on it add up
+                y.bound = x.bound * factor
+            else:
+                y._emulate = lambda vals, z, f=x._emulate: _scale(f(vals, z), factor)
+            return y
+        if bound:                           # the bound break touches expressions only
+            if isinstance(x, tuple) and hasattr(x, "_fields"):
+                return type(x)(*(go(v) for v in x))
+            if isinstance(x, (list, tuple)):
+                return type(x)(go(v) for v in x)
+            return {k: go(v) for k, v in x.items()} if isinstance(x, dict) else x
         if _is_float(x):
             seen[0] = True
             return _scale(x, factor)
@@ -69,14 +88,6 @@ def perturb(out, delta: float, _tally: type[Tally] | None = None):
             return {k: go(v) for k, v in x.items()}
         if isinstance(x, GaussianMixture):  # weights stay on the simplex (it is validated)
             return GaussianMixture(x.weights, go(x.means), go(x.covs))
-        if isinstance(x, Expr):             # an emulated expression: its emulated values,
-            seen[0] = True                  # also where a composition reads it as a term;
-            # its certified bound and range are left as they are: a composed bound is
-            # tested through the approx.*_bound functions it is built from (perturbed
-            # downwards there), not here (issue 41: a bound variant is open)
-            y = copy.copy(x)
-            y._emulate = lambda vals, z, f=x._emulate: _scale(f(vals, z), factor)
-            return y
         leaves, tdef = jax.tree_util.tree_flatten(x)
         if not (len(leaves) == 1 and leaves[0] is x):  # a registered pytree
             return jax.tree_util.tree_unflatten(tdef, [go(v) for v in leaves])
@@ -107,12 +118,12 @@ def perturb(out, delta: float, _tally: type[Tally] | None = None):
     return res
 
 
-def wrap(fn, delta: float, counter: dict | None, name: str = ""):
+def wrap(fn, delta: float, counter: dict | None, name: str = "", bound: bool = False):
     @functools.wraps(fn)
     def wrapped(*args, **kwargs):
         if counter is not None:
             counter[name] = counter.get(name, 0) + 1
         out = fn(*args, **kwargs)
-        return perturb(out, delta) if delta else out
+        return perturb(out, delta, bound=bound) if delta else out
 
     return wrapped

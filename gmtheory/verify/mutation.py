@@ -29,7 +29,11 @@ The function is replaced wherever the package holds it: its module's attribute, 
 Two *breaks* follow the ladder (:data:`BREAKS`): the output multiplied by NaN, and its sign
 flipped.  Each must be caught by a check that returns FAIL or ERROR (a check that raises on
 a NaN has refused it, which is what it should do); a check that PASSes on a NaN is a hole
-in the verdicts (issue 41).  The call map's own run is the delta = 0 trial: every public
+in the verdicts (issue 41).  The functions of :mod:`gmtheory.approx_compose` return
+expressions that carry a certified bound beside their emulation; the ladder perturbs the
+emulation, and a third break (:data:`BOUND`) makes the bound 2 % smaller, the error of a
+composition rule that adds too little, carried into every expression composed on it.
+The call map's own run is the delta = 0 trial: every public
 function is wrapped (counted, output unchanged) and every check must still PASS.
 
 The call map carries the fingerprint of the files it was measured on (:func:`map_fingerprint`:
@@ -58,7 +62,8 @@ from pathlib import Path
 __all__ = ["MODULES", "LADDER", "REQUIRED", "BREAKS", "UNCHECKED", "public_functions",
            "perturb", "patch", "restore", "call_map", "run_one", "run_pass", "run_breaks",
            "signed_delta", "NO_FLOAT", "FLIP_REASONS", "FLIP_SURVIVES", "stale_files",
-           "map_fingerprint", "RESULT_FILE", "TESTED_BY"]
+           "map_fingerprint", "RESULT_FILE", "TESTED_BY", "BOUND", "BOUND_MODULES",
+           "BOUND_REASONS", "breaks_of"]
 
 MODULES = ("operators", "lda", "denoising", "icl", "icl_softmax", "hermite", "approx", "gma",
            "gma_analysis", "approx_compose", "regimes", "stats", "quadrature", "variates")
@@ -66,11 +71,30 @@ LADDER = (1e-6, 1e-3, 2e-2, 1e-1)
 REQUIRED = 2e-2      # every function must be caught at this delta (or listed with a reason)
 # the breaks: the name and the delta whose factor 1 + delta breaks the output (NaN; -1)
 BREAKS = {"nan": float("nan"), "flip": -2.0}
+#: the third break, for the functions of BOUND_MODULES: the certified bound of every
+#: expression they return multiplied by 1 - REQUIRED, their emulation left as it is (a
+#: composition rule that adds too little error), carried into every expression composed
+#: on them; caught when a check FAILs or raises
+BOUND = "bound"
+BOUND_MODULES = ("approx_compose",)
 RESULT_FILE = Path(__file__).resolve().parents[2] / "docs" / "measured" / "mutation.json"
 
 # why a function is not caught (its reasons live in their own module, read into the report)
 from ._perturb import Tally, perturb, wrap  # noqa: E402
-from .mutation_reasons import FLIP_REASONS, FLIP_SURVIVES, NO_FLOAT, TESTED_BY, UNCHECKED  # noqa: E402
+from .mutation_reasons import (  # noqa: E402
+    BOUND_REASONS,
+    FLIP_REASONS,
+    FLIP_SURVIVES,
+    NO_FLOAT,
+    TESTED_BY,
+    UNCHECKED,
+)
+
+
+def breaks_of(qualname: str) -> list[str]:
+    """The breaks run on ``qualname``: :data:`BREAKS`, and :data:`BOUND` for the functions
+    of :data:`BOUND_MODULES` (whose outputs carry a certified bound)."""
+    return [*BREAKS, *([BOUND] if qualname.split(".")[0] in BOUND_MODULES else [])]
 
 
 def public_functions(modules=MODULES) -> list[str]:
@@ -140,19 +164,23 @@ def _load_everything() -> None:
     load_all()
 
 
-def patch(qualname: str, delta: float, counter: dict | None = None) -> int:
+def patch(qualname: str, delta: float, counter: dict | None = None,
+          bound: bool = False) -> int:
     """Replace ``gmtheory.<qualname>`` by a version whose output is multiplied by
     ``1 + delta`` (with ``counter``, also count its calls under ``qualname``) wherever the
-    package holds it; returns the number of references replaced."""
+    package holds it; with ``bound``, only the certified bounds of the expressions it
+    returns, by ``1 - |delta|`` (:data:`BOUND`).  Returns the number of references
+    replaced."""
     from ..cache import mark_perturbed, perturbed
 
     m, name = qualname.split(".", 1)
     mod = importlib.import_module(f"gmtheory.{m}")
     orig = getattr(mod, name)
-    new = wrap(orig, signed_delta(qualname, delta), counter, qualname)
+    d = -abs(delta) if bound else signed_delta(qualname, delta)
+    new = wrap(orig, d, counter, qualname, bound=bound)
     if delta:                    # results computed from here on are marked, never reused
         prev = perturbed()       # by an unperturbed process (gmtheory.cache)
-        mark_perturbed(f"{qualname} x {1.0 + signed_delta(qualname, delta)!r}")
+        mark_perturbed(f"{qualname}{' bound' if bound else ''} x {1.0 + d!r}")
         _UNDO.append(lambda: mark_perturbed(prev))
     n = 0
     for modname, module in list(sys.modules.items()):
@@ -247,16 +275,17 @@ def call_map(only: str | None = None, progress: bool = True) -> dict:
     return {"calls": calls, "seconds": seconds, "verdicts": verdicts}
 
 
-def run_one(qualname: str, delta: float, check_ids: list[str]) -> dict:
+def run_one(qualname: str, delta: float, check_ids: list[str], bound: bool = False) -> dict:
     """Perturb ``qualname`` by ``delta`` (in this process) and run ``check_ids`` in order
-    until one FAILs (for a break, :data:`BREAKS`, until one FAILs or raises)."""
+    until one FAILs (for a break, :data:`BREAKS` or ``bound`` (:data:`BOUND`, the bounds
+    by ``1 - |delta|``), until one FAILs or raises)."""
     from ._registry import run_checks, select_checks
 
     _setup()
     _load_everything()
-    refs = patch(qualname, delta)
+    refs = patch(qualname, delta, bound=bound)
     by_id = {c.id: c for c in select_checks(None)}
-    brk = _break_name(delta)
+    brk = BOUND if bound else _break_name(delta)
     stops = ("FAIL", "ERROR") if brk else ("FAIL",)
     ran = []
     for cid in check_ids:
@@ -271,7 +300,8 @@ def run_one(qualname: str, delta: float, check_ids: list[str]) -> dict:
         if res.verdict in stops:
             break
     return {"function": qualname, "delta": brk or delta,
-            "factor": brk or 1.0 + signed_delta(qualname, delta), "references": refs,
+            "factor": (1.0 - abs(delta) if bound else brk or 1.0 + signed_delta(qualname, delta)),
+            "references": refs,
             "perturbed_calls": Tally.perturbed, "untouched_calls": Tally.untouched,
             "caught": any(r["verdict"] in stops for r in ran), "ran": ran}
 
@@ -286,9 +316,12 @@ def _write(path: Path, data: dict) -> None:
     atomic_write_bytes(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
 
 
-def _subprocess(qualname: str, delta: float, checks: list[str], timeout: float) -> dict:
+def _subprocess(qualname: str, delta: float | str, checks: list[str], timeout: float) -> dict:
+    """``run_one`` in a fresh interpreter; ``delta``: a number, a break's value in
+    :data:`BREAKS`, or :data:`BOUND`."""
+    name = delta if delta == BOUND else _break_name(delta) or repr(delta)
     cmd = [sys.executable, "-m", "gmtheory.verify.mutation", "one", qualname,
-           "--delta", _break_name(delta) or repr(delta), "--checks", ",".join(checks)]
+           "--delta", name, "--checks", ",".join(checks)]
     t0 = time.perf_counter()
     # a fresh simulation cache: a cached run of unperturbed code would hide the perturbation
     # from a check that reads a figure's run (its key knows the source, not the patch)
@@ -298,11 +331,12 @@ def _subprocess(qualname: str, delta: float, checks: list[str], timeout: float) 
                                env={**os.environ, "TQDM_DISABLE": "1",
                                     "GMTHEORY_RESULTS": results})
         except subprocess.TimeoutExpired:
-            return {"function": qualname, "delta": _break_name(delta) or delta,
+            return {"function": qualname, "delta": name if name in (BOUND, *BREAKS) else delta,
                     "caught": False, "ran": [], "error": f"timed out after {timeout:.0f} s"}
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if p.returncode or not lines:
-        return {"function": qualname, "delta": _break_name(delta) or delta, "caught": False,
+        return {"function": qualname, "delta": name if name in (BOUND, *BREAKS) else delta,
+                "caught": False,
                 "ran": [],
                 "error": (p.stderr.strip().splitlines() or ["no output"])[-1][:300]}
     out = json.loads(lines[-1])
@@ -413,8 +447,10 @@ def _current_map(data: dict, path: Path) -> dict:
 
 def run_breaks(path: Path = RESULT_FILE, jobs: int = 1, only: str | None = None,
                timeout: float = 900.0) -> dict:
-    """Each :data:`BREAKS` for every function that a check calls (resuming from ``path``):
-    ``functions[q]["breaks"][name]`` is the run; caught when a check FAILs or raises."""
+    """Each break of :func:`breaks_of` (:data:`BREAKS`, and :data:`BOUND` for the
+    functions of :data:`BOUND_MODULES`) for every function that a check calls (resuming
+    from ``path``): ``functions[q]["breaks"][name]`` is the run; caught when a check FAILs
+    or raises."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     data = _read(path)
@@ -429,7 +465,8 @@ def run_breaks(path: Path = RESULT_FILE, jobs: int = 1, only: str | None = None,
                         key=lambda c: cmap["seconds"].get(c, 0.0))
         e = funcs.setdefault(q, {"runs": []})
         br = e.setdefault("breaks", {})
-        for name, delta in BREAKS.items():
+        for name in breaks_of(q):
+            delta = BREAKS.get(name, name)            # BOUND: passed by its name
             done = br.get(name)
             if checks and not (done and _same_checks(done.get("checks"), checks)
                                and "error" not in done):
@@ -466,7 +503,8 @@ def main(argv=None) -> int:
     a.add_argument("--timeout", type=float, default=900.0)
     a.add_argument("--refine", action="store_true",
                    help="also try delta = 1e-6 where 1e-3 is caught")
-    a = sub.add_parser("breaks", help="NaN and a sign flip for every called function")
+    a = sub.add_parser("breaks", help="NaN and a sign flip for every called function (and a "
+                       "2 % smaller certified bound for approx_compose's)")
     a.add_argument("--out", type=Path, default=RESULT_FILE)
     a.add_argument("--jobs", type=int, default=1)
     a.add_argument("--only", default=None, help="comma-separated prefixes")
@@ -495,8 +533,11 @@ def main(argv=None) -> int:
         run_breaks(args.out, args.jobs, args.only, args.timeout)
     else:
         checks = [c for c in args.checks.split(",") if c]
-        delta = BREAKS[args.delta] if args.delta in BREAKS else float(args.delta)
-        print(json.dumps(run_one(args.function, delta, checks)))
+        if args.delta == BOUND:
+            print(json.dumps(run_one(args.function, REQUIRED, checks, bound=True)))
+        else:
+            delta = BREAKS[args.delta] if args.delta in BREAKS else float(args.delta)
+            print(json.dumps(run_one(args.function, delta, checks)))
     return 0
 
 
