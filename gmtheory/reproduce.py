@@ -16,7 +16,21 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["cmd_reproduce", "checks_then_simulations", "pin_processes"]
+__all__ = ["cmd_reproduce", "checks_then_simulations", "pin_processes", "figure_order"]
+
+
+def figure_order() -> list[str]:
+    """The figures' process draws the figures whose runs checks read first, the others
+    (trained models beside trivial rules, with no theory value to check) last.  The checks'
+    process reaches the checks that read a figure's run at its end
+    (``--experiments-last``) and finds those runs computed, or shares their points; then it
+    computes the figures' simulations from the end of this list, so the two processes end
+    on independent runs that they share point by point, not on one check's run that the
+    other process holds (a cold run's two processes ended about 20 s apart)."""
+    from .figures import all_figures, get_figure
+
+    names = all_figures()
+    return sorted(names, key=lambda n: not get_figure(n).checks)   # stable: registry order
 
 
 def cmd_reproduce(args) -> int:
@@ -62,7 +76,7 @@ def cmd_reproduce(args) -> int:
         print("\n== figures (profile: quick) ==")
         figs, fig_compiles = [], {}
         t_figs = time.perf_counter()
-        queue = list(all_figures())
+        queue = figure_order()
         deferred = set()
         while queue:
             n = queue.pop(0)
@@ -196,7 +210,7 @@ def _start_checks(args, out: Path):
     simulations from the last figure backwards (:func:`checks_then_simulations`)."""
     import subprocess
 
-    from .figures import all_figures, get_figure
+    from .figures import get_figure
 
     argv = ["verify", "--no-progress", "--json", str(out / "checks.json"),
             "--results", str(args.results), "--experiments-last"]
@@ -204,7 +218,7 @@ def _start_checks(args, out: Path):
         argv += ["--only", args.checks]
     (out / "checks.json").unlink(missing_ok=True)
     log = open(out / "verify.log", "w")  # noqa: SIM115 (closed in _finish_checks)
-    sims = list(dict.fromkeys(get_figure(n).simulation for n in reversed(all_figures())))
+    sims = list(dict.fromkeys(get_figure(n).simulation for n in reversed(figure_order())))
     deriv = None if args.checks else str(out / "derivations")
     code = ("from gmtheory.reproduce import checks_then_simulations as f; "
             f"raise SystemExit(f({argv!r}, {sims!r}, {str(args.results)!r}, {deriv!r}))")

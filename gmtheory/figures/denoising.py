@@ -263,12 +263,14 @@ def draw_sweep(a, meta):
 register_figure(Figure(
     name="denoise-phase", simulation="denoise-sweep",
     caption=("Excess risk over (ξ/γ, separation), d = 2, π = ½, each cell annotated with its "
-             "value. One head reaches the Bayes denoiser only in the column γ² = ξ² (left, "
-             "float64 round-off there); two heads are exact everywhere (middle, round-off); "
-             "linear attention keeps a positive gap everywhere, growing with ξ/γ and the "
-             "separation (right). The colour scale is clipped at 1e-12; grey cells lie below "
-             "it (round-off, 1e-32–1e-27); the smallest excess above round-off in the quick "
-             "profile is 6e-10 (summary)."),
+             "value. One head reaches the Bayes denoiser only in the column γ² = ξ² (left: the "
+             "best of the run's random L-BFGS starts, 4 in the quick profile and 8 in the "
+             "paper's, and the γ = ξ head as a start; float64 round-off in that column); two "
+             "heads are exact everywhere (middle, round-off); linear attention keeps a "
+             "positive gap everywhere, growing with ξ/γ and the separation (right). The "
+             "colour scale is clipped at 1e-12; grey cells lie below it (round-off, "
+             "1e-32–1e-27); the smallest excess above round-off in the quick profile is "
+             "6e-10 (summary)."),
     draw=draw_sweep,
     checks=("denoising.35-phase-diagram",),
     theory_checks=("denoising.27-two-heads-exact", "denoising.28-single-head",

@@ -14,22 +14,27 @@ from ._base import Figure, register_figure
 _MARKERS = ("s", "^", "o", "D")
 
 
-def _d_colours(n):
-    """Sequential colours, light (small d) to dark (the largest d)."""
+def _d_colours(n, ds=None, among=None):
+    """Sequential colours, light (small d) to dark (the largest d): ``n`` of them, or with
+    ``ds`` and ``among`` (every d that the figure draws) the colours of ``ds`` in the ramp
+    over ``among``, so that one d has one colour in every panel of a figure."""
     cmap = plt.get_cmap("plasma")
-    return [cmap(0.1 + 0.68 * (n - 1 - i) / max(1, n - 1)) for i in range(n)]
+    if ds is None:
+        return [cmap(0.1 + 0.68 * (n - 1 - i) / max(1, n - 1)) for i in range(n)]
+    ramp = dict(zip(sorted({int(d) for d in among}), _d_colours(len(set(among))), strict=True))
+    return [ramp[int(d)] for d in ds]
 
 
 def _err(ax, x, m, se, **kw):
     ax.errorbar(x, m, yerr=2 * se, fmt="o", ms=4, capsize=2, **kw)
 
 
-def _sims(ax, bx, x, a, j, trials, what="simulation"):
+def _sims(ax, bx, x, a, j, trials, what="simulation", among=None):
     """Simulated points of series ``j`` at every d (top: values; bottom: the ratio to the
     theory at the simulated sizes, on a log axis), shifted sideways by a few percent so
-    that the error bars do not overlap."""
+    that the error bars do not overlap; ``among``: every d of the figure (colours)."""
     ds = a["ds"]
-    cols = _d_colours(len(ds))
+    cols = _d_colours(len(ds), ds, ds if among is None else among)
     for i, d in enumerate(ds):
         m, se = a["sim_mean"][i, j], a["sim_se"][i, j]
         ok = ~np.isnan(m)
@@ -154,12 +159,14 @@ register_figure(Figure(
     draw=draw_alpha, checks=("icl.14-alpha-limit",)))
 
 
-def _authors_panel(ax, bx, a):
+def _authors_panel(ax, bx, a, among=None):
     """Lu et al.'s saved quick-figure means (their protocol: alpha = tau = 10) against the
-    ridgeless theory at their parameters; bottom: their mean / theory."""
+    ridgeless theory at their parameters; bottom: their mean / theory.  ``among``: every d
+    of the figure (colours)."""
     alpha, tau, rho, lam = a["authors_params"]
     ax.plot(a["authors_kappa_grid"], a["authors_theory"], "k", lw=1.6)
-    cols = _d_colours(len(a["authors_ds"]))
+    ads = a["authors_ds"]
+    cols = _d_colours(len(ads), ads, ads if among is None else among)
     for i, d in enumerate(a["authors_ds"]):
         k, m, se = np.moveaxis(a["authors_gamma"][i], -1, 0)
         ok = np.isfinite(k)
@@ -189,6 +196,7 @@ def draw_gtask(a, meta):
                              sharex=True, sharey="row",
                              gridspec_kw={"height_ratios": [2.2, 1]}, squeeze=False)
     dm_d = int(a["dmmse_d"])
+    among = [*a["ds"], *a["authors_ds"]]       # one colour per d in every panel
     for j, al in enumerate(alphas):
         ax, bx = axes[0, j], axes[1, j]
         ax.plot(g, a["theory"][j], "k", lw=1.6, label="ridgeless theory, d → ∞")
@@ -198,14 +206,14 @@ def draw_gtask(a, meta):
                     lw=0.9, capsize=2,
                     label=f"dMMSE (Bayes on the pool), d = {dm_d} (± 2 SE, "
                           f"{cfg['dmmse_draws']} test prompts)")
-        _sims(ax, bx, a["kappas"], a, j, cfg["trials"])
+        _sims(ax, bx, a["kappas"], a, j, cfg["trials"], among=among)
         ax.set_yscale("log")
         _log_x(ax, [0.2, 1, 4, 16])
         ax.set_title(f"α = {al:g}, τ = {0.2 * al:g}", fontsize=10)
         bx.set_xlabel("κ = k / d  (task diversity)")
         for x in (ax, bx):
             x.axvline(1.0, color="grey", ls=":", lw=1)
-    _authors_panel(axes[0, -1], axes[1, -1], a)
+    _authors_panel(axes[0, -1], axes[1, -1], a, among)
     axes[0, 0].set_ylabel("g_task = e_ICL − e_IDG")
     return _finish(fig, axes, f"Memorisation → in-context learning (ρ = {cfg['rho']:g}, "
                               f"λ = {cfg['lam']:g}); κ = 1 dotted")

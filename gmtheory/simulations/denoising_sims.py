@@ -211,7 +211,8 @@ def _sweep_summary(cfg, a):
         f"grid {len(cfg.ratios)} x {len(cfg.seps)} over xi/gamma in [{min(cfg.ratios)}, "
         f"{max(cfg.ratios)}], |m1-m2|/xi in [{min(cfg.seps)}, {max(cfg.seps)}]",
         f"two-head construction: max excess {a['two'].max():.2e}",
-        f"best single head: max excess {a['single'].max():.3g}; on the gamma = xi row: "
+        f"best single head ({cfg.starts} random L-BFGS starts and the gamma = xi head): "
+        f"max excess {a['single'].max():.3g}; on the gamma = xi row: "
         f"max {a['single'][i1].max():.2e}",
         f"linear attention gap: min {a['linear'].min():.3g}, max {a['linear'].max():.3g}",
         f"cells below the figure's floor {PHASE_FLOOR:.0e} (round-off): "
