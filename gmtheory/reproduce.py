@@ -190,7 +190,10 @@ def checks_then_simulations(argv: list, sims: list, results: str,
     if derivations is not None:
         from .derivations import write_all
 
-        print(f"wrote {write_all(derivations)}/", flush=True)
+        try:   # a derivation that fails must not keep the checks from running
+            print(f"wrote {write_all(derivations)}/", flush=True)
+        except Exception as e:  # noqa: BLE001 (reported; the figures' process then raises)
+            print(f"derivations: {type(e).__name__}: {e}", flush=True)
     rc = main(argv)
     from .simulations import PointsHeldElsewhere, run_simulation
 

@@ -107,7 +107,8 @@ def test_every_called_function_is_broken_by_nan_and_a_sign_flip():
 def test_every_composition_rule_is_broken_by_a_smaller_bound():
     """approx_compose's functions return expressions with a certified bound: a 2 % smaller
     bound (the bound break, carried into every expression composed on it) must make a check
-    FAIL, or be listed with its reason in BOUND_REASONS, and no caught one listed there."""
+    FAIL or raise, or be listed with its reason in BOUND_REASONS, and no caught one listed
+    there."""
     funcs = _data()["functions"]
     called = [q for q in mutation.public_functions(mutation.BOUND_MODULES)
               if funcs.get(q, {}).get("checks")]

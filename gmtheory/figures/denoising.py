@@ -217,8 +217,8 @@ def draw_sweep(a, meta):
     n_cells = len(r) * len(s)
     fs = 7 if n_cells <= 49 else 5
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.6), sharey=True)
-    starts = f"{cfg['starts']} start" + ("s" if cfg["starts"] > 1 else "")
-    panels = ((axes[0], "single", f"best single head (L-BFGS, {starts})"),
+    starts = f"{cfg['starts']} random start" + ("s" if cfg["starts"] > 1 else "")
+    panels = ((axes[0], "single", f"best single head (L-BFGS, {starts} + γ = ξ)"),
               (axes[1], "two", "two-head construction (App. C.6)"),
               (axes[2], "linear", "linear attention: gap R(A*) − R(f*)"))
     xr = _index_position(1.0, r)

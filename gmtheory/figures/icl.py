@@ -21,7 +21,8 @@ def _d_colours(n, ds=None, among=None):
     cmap = plt.get_cmap("plasma")
     if ds is None:
         return [cmap(0.1 + 0.68 * (n - 1 - i) / max(1, n - 1)) for i in range(n)]
-    ramp = dict(zip(sorted({int(d) for d in among}), _d_colours(len(set(among))), strict=True))
+    keys = sorted({int(d) for d in [*among, *ds]})
+    ramp = dict(zip(keys, _d_colours(len(keys)), strict=True))
     return [ramp[int(d)] for d in ds]
 
 

@@ -279,7 +279,7 @@ def draw_finite_prompt(a, meta):
     axes[0].loglog(xs, np.exp(fit.intercept) * xs**fit.slope, "k--", lw=1.2, zorder=4,
                    label=f"power-law fit to the softmax median over L = {int(used.min())}–"
                          f"{int(used.max())}"
-                         + ("\n(only there)" if used.size < Ls.size else "\n(every L)")
+                         + ("\n(only there)" if fit.n < Ls.size else "\n(every L)")
                          + f": slope {fit.slope:.2f} ± "
                          f"{fit.stderr:.2f} SE, R² = {fit.r2:.3f}")
     axes[0].set_ylabel("excess logistic risk over R* (log)")

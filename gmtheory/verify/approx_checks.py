@@ -400,7 +400,8 @@ def composed_expressions():
     "Expressions composed by the rules of gmtheory.approx_compose (products, squares, "
     "reciprocals, max/min, ReLU, clip and a ReLU-network node, each rescaling emulations "
     "that carry error): the measured sup error on 20 000 random points plus the box's "
-    "corners stays <= the one certified bound of each expression.",
+    "corners stays <= the one certified bound of each expression, and every rule's bound "
+    "equals the same bound by hand (the constructions' bounds, the rule written out).",
     "docs/topics/approx.md#composition-rules",
 )
 def check_composed_expressions():
@@ -436,12 +437,14 @@ def check_composed_expressions():
 
 
 def rule_bounds():
-    """``(rule, bound, bound by hand)`` for each composition rule whose bound no measured
-    error reaches (affine, minimum, network, and the rules they build on): the rule's
-    certified bound beside the same bound computed without the rule, from the
-    constructions' ``approx.*_bound`` functions where its arguments are exact, and from the
-    documented rule written out (``sum |a_i| e_i``; the compiled bound plus ``|W_L| ...
-    |W_1| e``) where they carry error."""
+    """``(rule, bound, bound by hand)`` for every composition rule: its certified bound
+    beside the same bound computed without the rule, from the constructions'
+    ``approx.*_bound`` functions where its arguments are exact, and from the documented
+    rule written out (docs/topics/approx.md#composition-rules: ``sum |a_i| e_i``; ``S^2
+    sigma + e (2 max|f| + e)``; the compiled bound plus ``|W_L| ... |W_1| e``; ...) where
+    they carry error, with the arguments' ranges and bounds read from them.  The bounds are
+    not attained, so a rule that adds too little error passes every measured comparison;
+    this one catches it (the bound break of :mod:`gmtheory.verify.mutation`)."""
     x, y, z = C.variables([0.0, 0.0, 0.25], [1.0, 1.0, 1.0])
     lo, hi = np.array([0.0, 0.0, 0.25]), np.ones(3)
     beta = 1e4
@@ -459,8 +462,44 @@ def rule_bounds():
     e = np.array([sq.bound, xy.bound, 0.0])
     for W, _ in comp2.layers:
         e = np.abs(np.asarray(W)) @ e
+
+    def mag(r):                   # max |.| over a range (np.maximum keeps a NaN)
+        return float(np.maximum(abs(r[0]), abs(r[1])))
+
+    def width(f):                 # the emulated range's width, which the rules rescale by
+        return f.emulated_range[1] - f.emulated_range[0]
+
+    # rules whose arguments carry error, against their formulas written out
+    # (docs/topics/approx.md#composition-rules); xy, sq: errors ~1e-2, ranges [0, 1]
+    m = 4
+    sq_xy = C.square(xy, m)
+    mul = C.multiply(sq, xy, m)
+    den = 1.0 + sq                                   # range [1, 2], error sq.bound
+    rec = C.reciprocal(den, n=16, beta=1e4)
+    lo_d, s_d = den.range[0], den.range[1] + den.bound
+    rl = C.relu(xy - 0.3, beta)
+    shifted = xy - 0.3
+    r_tail = float(np.maximum(np.maximum(shifted.emulated_range[0],
+                                         -shifted.emulated_range[1]), 0.0))
+    cl = C.clip(xy, 0.2, 0.7, 9, 1e4)
+    mn_err = C.minimum(sq, xy, beta=beta)
     return (("minimum, tree, exact arguments", mn.bound, A.max_relu_tree_bound(2, beta)),
             ("minimum, one head, exact arguments", mn3.bound, A.max_one_head_bound(3, beta)),
             ("affine 1 + 2 x^2 - 3 x y", aff.bound, 2.0 * sq.bound + 3.0 * xy.bound),
             ("network, exact arguments", net.bound, float(comp.bound)),
-            ("network of x^2, x y, z", net_err.bound, float(comp2.bound) + float(e[0])))
+            ("network of x^2, x y, z", net_err.bound, float(comp2.bound) + float(e[0])),
+            ("square of x y: S^2 sigma + e (2 max|f| + e)", sq_xy.bound,
+             width(xy) ** 2 * A.square_bound(m) + xy.bound * (2 * mag(xy.range) + xy.bound)),
+            ("x^2 times x y: S_f S_g mu + e_f max|g^| + e_g max|f|", mul.bound,
+             width(sq) * width(xy) * A.multiply_bound(m) + sq.bound * mag(xy.emulated_range)
+             + xy.bound * mag(sq.range)),
+            ("1/(1 + x^2): rho/s + e / (L (L - e))", rec.bound,
+             A.reciprocal_pl_bound(float(np.minimum((lo_d - den.bound) / s_d, 0.5)), 16, 1e4)
+             / s_d
+             + den.bound / (lo_d * (lo_d - den.bound))),
+            ("relu(x y - 0.3): e + tail at the emulated range's distance from 0", rl.bound,
+             shifted.bound + float(A.relu_tail_bound(beta, r_tail))),
+            ("clip(x y, 0.2, 0.7), 9 anchors: e + interpolation bound", cl.bound,
+             xy.bound + A.interpolation_bound(0.2, 0.7, 9, 1e4)),
+            ("min(x^2, x y), tree: tree bound + max_i e_i", mn_err.bound,
+             A.max_relu_tree_bound(2, beta) + float(np.maximum(sq.bound, xy.bound))))
