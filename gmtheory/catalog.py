@@ -327,13 +327,16 @@ RESULTS: tuple[Result, ...] = (
     # ------------------------------------------------------------- ICL reference
     Result("icl-exact-error", "ICL docs/topics/icl.md#exact-test-error-of-a-fixed-gamma",
            "Exact finite-d test error",
-           "e(Γ) = 1 + ρ − (2/d) tr(Γ𝒜) + ((1+ρ)/d) tr(ΓᵀΓℬ) for any Γ.",
+           "e(Γ) = 1 + ρ − (2/d) tr(Γ𝒜) + ((1+ρ)/d) tr(ΓᵀΓℬ) for any Γ; on the ICL test "
+           "it is least, 1 + ρ − c, at Γ* = [cI, 0], c = 1/((1+ρ)/α + 1 + 1/ℓ).",
            _f("nonlinearity_noise.linear_target_residual",
               "nonlinearity_noise.trace_invariants_residual"),
-           _f("gmtheory.icl.test_error"),
-           _f("icl.03-exact-error-vs-monte-carlo"),
-           _f("icl-finite-d", note="ridge-pretrained Γ* evaluated with it"),
-           ("icl-finite-d",)),
+           _f("gmtheory.icl.test_error", "gmtheory.icl.optimum_error"),
+           _f("icl.03-exact-error-vs-monte-carlo", "icl.02-consistency-limits"),
+           _f("icl-finite-d", "icl-softmax",
+              note="ridge-pretrained Γ* evaluated with it; linear attention's best error "
+                   "beside the softmax head's"),
+           ("icl-finite-d", "icl-softmax")),
     Result("icl-simulator", "ICL docs/topics/icl.md#data-model-and-the-reduced-model",
            "Pretraining simulator",
            "H_Z in O(d) per prompt from χ² and Gaussian draws; ridge Γ* by preconditioned "

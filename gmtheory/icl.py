@@ -25,9 +25,9 @@ from ._xla import jit_long
 from .stats import mean_se
 
 __all__ = ["M_kappa", "dM_kappa", "e_icl_ridgeless", "e_idg_ridgeless", "g_task_ridgeless",
-           "e_icl_ridge", "ridge_epsilon", "test_error", "test_error_nonlinear", "sample_pool",
-           "sample_statistics", "pretrain", "PretrainResult", "dmmse_error", "limit_large",
-           "ridge_solve", "ridge_cg", "dmmse_errors"]
+           "e_icl_ridge", "ridge_epsilon", "test_error", "optimum_error", "test_error_nonlinear",
+           "sample_pool", "sample_statistics", "pretrain", "PretrainResult", "dmmse_error",
+           "limit_large", "ridge_solve", "ridge_cg", "dmmse_errors"]
 
 
 def _check_pos(**kw):
@@ -149,6 +149,12 @@ def test_error(Gamma, ell: int, rho: float, mu_hat=None, R_hat=None):
                    [(1 + 2 / ell) * mu[None], jnp.full((1, 1), (1 + rho) * (1 + 2 / ell))]])
     return (1 + rho - 2 / d * jnp.trace(Gamma @ A)
             + (1 + rho) / d * jnp.trace(Gamma.T @ Gamma @ B))
+
+
+def optimum_error(ell, d, rho):
+    """Linear attention's least :func:`test_error` over every ``Gamma``: ``1 + rho - c`` at
+    ``[c I, 0]``, ``c = 1/((1+rho) d/l + 1 + 1/l)``; :func:`limit_large` as d -> inf, l/d fixed."""
+    return 1 + rho - 1 / ((1 + rho) * d / ell + 1 + 1 / ell)
 
 
 def test_error_nonlinear(Gamma, ell: int, moments: dict, mu_hat=None, R_hat=None):
@@ -292,18 +298,13 @@ def pretrain(key, d: int, *, alpha: float, tau: float, kappa: float, rho: float,
     ``k = floor(kappa d)`` tasks (``kappa = inf``: a fresh task per prompt),
     ``n = round(tau d^2 / k) k`` prompts of ``l = round(alpha d)`` tokens,
     ridge ``Gamma* = argmin sum (y - <Gamma, H>)^2 + (n/d) lam |Gamma|^2``.
-    Returns ``(PretrainResult, pool)``; evaluate with :func:`test_error` (no test Monte Carlo).
-    """
+    Returns ``(PretrainResult, pool)``; evaluate with :func:`test_error` (no Monte Carlo)."""
     _check_pos(alpha=alpha, tau=tau, kappa=kappa, lam=lam)
-    ell = max(1, round(alpha * d))
+    ell, k, n = sizes(d, alpha, tau, kappa)
     kp, ks = jax.random.split(key)
     if np.isinf(kappa):
-        n = round(tau * d * d)
-        W = sample_pool(kp, d, n, sphere)
-        pool = None
+        W, pool = sample_pool(kp, d, n, sphere), None
     else:
-        k = max(1, int(np.floor(kappa * d)))
-        n = max(1, round(tau * d * d / k)) * k
         pool = sample_pool(kp, d, k, sphere)
         W = jnp.tile(pool, (n // k, 1))
     h, xq, yq = sample_statistics(ks, W, ell, rho, f=f)
@@ -315,10 +316,9 @@ def pretrain(key, d: int, *, alpha: float, tau: float, kappa: float, rho: float,
 def dmmse_error(key, pool, ell: int, rho: float, *, draws: int = 1000, test: str = "icl",
                 k=None):
     """Monte Carlo error of the dMMSE predictor (posterior mean under a uniform prior on
-    the pool) on ``draws`` test prompts; ``test="icl"``: fresh ``w ~ N(0, I)``,
-    ``"idg"``: ``w`` from the pool.  Only the first ``k`` rows of ``pool`` are tasks (the
-    rest is padding that shares one compilation across pool sizes).
-    Returns ``(mean, standard error)``; :func:`dmmse_errors` gives both tests at once."""
+    the pool) on ``draws`` test prompts, ``(mean, standard error)``; ``test="icl"``: fresh
+    ``w ~ N(0, I)``, ``"idg"``: ``w`` from the pool (:func:`dmmse_errors`: both at once).
+    Only the first ``k`` rows of ``pool`` are tasks (the rest is padding)."""
     if test not in ("icl", "idg"):
         raise ValueError(f"test: must be 'icl' or 'idg', got {test!r}.")
     return dmmse_errors(key, pool, ell, rho, draws=draws, k=k)[test]

@@ -7,31 +7,23 @@ import numpy as np
 
 from .. import icl
 from .. import icl_softmax as S
+from ..simulations.icl_softmax import softmax_estimate
 from ._base import Figure, register_figure
-
-
-def _softmax_estimate(a):
-    """The trained single heads' error and its SE, per (d, alpha): the best isotropic head's
-    exact error (checked against Monte Carlo by icl.11) plus the paired Monte Carlo
-    difference on the same prompts, the mean over seeds (the seeds share the prompts: the
-    mean of their SEs bounds the SE of their mean).  With the isotropic head as the
-    control variate the SE is 0.03-0.2 % of the error, against 1.6-2.3 % with linear
-    attention as the control variate (quick run; ``soft_eval``)."""
-    return (a["iso_pred"] + np.mean(a["soft_minus_iso"], axis=-1),
-            np.mean(a["soft_minus_iso_se"], axis=-1))
 
 
 def draw_icl_softmax(a, meta):
     cfg = meta["config"]
     rho = cfg["rho"]
-    soft, soft_se = _softmax_estimate(a)
+    soft, soft_se = softmax_estimate(a)
     ds = [int(d) for d in a["ds"]]
     fig, axes = plt.subplots(1, len(ds) + 1, figsize=(4.2 * (len(ds) + 1), 4.9))
     grid = np.geomspace(min(a["alphas"]) * 0.8, max(a["alphas"]) * 1.25, 80)
     for i, (ax, d) in enumerate(zip(axes, ds, strict=False)):
         x = a["alpha_eff"][i]
-        ax.plot(grid, [icl.limit_large(g, rho) for g in grid], color="C0",
-                label="linear attention, Lu et al. (τ, κ → ∞)")
+        ax.plot(grid, icl.optimum_error(grid * d, d, rho), color="C0",
+                label="linear attention, best Γ at this ℓ, d (exact)")
+        ax.plot(grid, [icl.limit_large(g, rho) for g in grid], "--", color="C0", lw=1,
+                label="linear attention, d → ∞: Lu et al. (τ, κ → ∞)")
         ax.plot(x, a["iso_pred"][i], "-", color="C3",
                 label="softmax head, best isotropic head at this ℓ, d (exact)")
         ax.plot(grid, [S.softmax_head_optimum(g, rho)["error"] for g in grid], "--",
@@ -65,6 +57,10 @@ def draw_icl_softmax(a, meta):
                                        a["lin_mean_se"][i] / (a["lin_mean"][i] - rho))
         ax.errorbar(x * (0.96 if i == 0 else 1.04), ratio, yerr=2 * rse, fmt="os"[i % 2],
                     color=f"C{i + 4}", ms=5, capsize=2, label=f"trained, d = {d} (± 2 SE)")
+        # the two exact optima at this l and d: the best isotropic softmax head over the
+        # best linear attention
+        ax.plot(x, (a["iso_pred"][i] - rho) / (icl.optimum_error(a["ell"][i], d, rho) - rho),
+                "-", color=f"C{i + 4}", lw=1.2, label=f"derived at d = {d} (exact optima)")
     th = [(S.softmax_head_optimum(g, rho)["error"] - rho) / (icl.limit_large(g, rho) - rho)
           for g in grid]
     ax.plot(grid, th, "k--", lw=1, label="derived, d → ∞")
@@ -86,19 +82,22 @@ register_figure(Figure(
     caption=("One softmax head on Lu et al.'s in-context regression task, beside linear "
              "attention trained on the same prompts. In the infinite-prompt limit the softmax "
              "head is a linear map and reaches the noise floor as linear attention does "
-             "(check icl.09). At finite prompts its log-normal weights keep an effective "
-             "sample size of about ℓ·exp(−t), and its best error (upper solid curves: the "
-             "best isotropic head, computed exactly at each ℓ and d, figure "
-             "icl-softmax-exact) tends to linear attention's at the prompt length ℓ/e as "
-             "d → ∞ (dashed). Trained softmax heads, every parameter free (AdamW, with weight "
-             "decay on the parts that vanish at the symmetric optimum), reach that curve and "
-             "do not go below it; trained linear attention reaches its exact optimum. A "
-             "second head that can output the prompt's mean label (green) cancels the mean "
-             "part of the weights' variance; the pair's best error, reached as the tilt "
-             "goes to 0, is linear attention's on centred tokens, a little above linear "
-             "attention's. Trained pairs approach it slowly. "
-             "Right: the excess error of one softmax head over linear attention grows "
-             "towards the factor e."),
+             "(check icl.09). Linear attention's best error at each ℓ and d (blue, solid) "
+             "tends to Lu et al.'s limit as d → ∞ (blue, dashed). At finite prompts the "
+             "softmax head's log-normal weights keep an effective sample size of about "
+             "ℓ·exp(−t), and its best error (purple, solid: the best isotropic head, computed "
+             "exactly at each ℓ and d, figure icl-softmax-exact) tends to linear attention's "
+             "at the prompt length ℓ/e as d → ∞ (purple, dashed). Trained softmax heads, every "
+             "parameter free (AdamW, with weight decay on the parts that vanish at the "
+             "symmetric optimum), reach that curve and do not go below it; trained linear "
+             "attention reaches its exact optimum. A second head that can output the "
+             "prompt's mean label (green) cancels the mean part of the weights' variance; the "
+             "pair's best error, reached as the tilt goes to 0, is linear attention's on "
+             "centred tokens, a little above linear attention's. Trained pairs approach it "
+             "slowly. Right: the excess error of one softmax head over linear attention, "
+             "trained (markers) and derived from the two exact optima at each d (solid), "
+             "grows with the prompt length towards the factor e of the d → ∞ curve "
+             "(dashed)."),
     draw=draw_icl_softmax, checks=("icl.09-softmax-regression",)))
 
 

@@ -83,7 +83,8 @@ def _large_limit_slope(alpha, rho):
     "icl.02-consistency-limits",
     "Ridge e_ICL -> ridgeless as lambda -> 0 on both sides of tau = 1; tau, kappa -> inf gives "
     "rho + (1+rho)/(alpha+1+rho); kappa = inf makes IDG = ICL; the root of the ridge equation "
-    "is a root.",
+    "is a root; linear attention's least finite-d error (closed form) is the minimum of the "
+    "exact test error.",
     "docs/topics/icl.md#asymptotic-theory",
 )
 def check_limits():
@@ -116,6 +117,18 @@ def check_limits():
                                   "first_order_rel_error_1e6": fo}
         big_rel, first_order = largest(big_rel, rel), largest(first_order, fo)
         big_tol = smallest(big_tol, tol)  # the stricter of the two cases
+    # linear attention's least finite-d error: the closed form against the minimum of the
+    # exact test error over every Gamma, found numerically (the error is quadratic in
+    # Gamma: one Newton step from 0 lands on it)
+    opt_rel = largest()
+    for d, ell, rho in ((3, 5, 0.5), (5, 2, 0.1), (4, 40, 0.01)):
+        err = lambda g, d=d, ell=ell, rho=rho: icl.test_error(g.reshape(d, d + 1), ell, rho)
+        z = jnp.zeros(d * (d + 1))
+        num = float(err(-jnp.linalg.solve(jax.hessian(err)(z), jax.grad(err)(z))))
+        rel = abs(icl.optimum_error(ell, d, rho) - num) / num
+        det[f"optimum_d{d}_l{ell}_rho{rho}"] = {"closed_form": icl.optimum_error(ell, d, rho),
+                                               "newton_minimum": num, "rel": rel}
+        opt_rel = largest(opt_rel, rel)
     return Outcome(
         agreement(big_rel, big_tol,
                   "raw |e(tau = kappa = 1e8) - limit| / limit; the approach is first order, "
@@ -142,6 +155,12 @@ def check_limits():
                   name="max |100 gap(1e-10) / gap(1e-8) - 1|"),
         agreement(idg, 1e-14, "kappa = inf: IDG and ICL are the same formula evaluated two "
                   "ways; float64 round-off on O(1) values", name="kappa = inf: |e_IDG - e_ICL|"),
+        agreement(opt_rel, 1e-12,
+                  "icl.optimum_error against test_error at its Newton minimum (d = 3-5, l = "
+                  "2-40, rho = 0.01-0.5): float64 round-off of O(1) sums over d (d + 1) <= 30 "
+                  "entries and a Hessian solve of condition < 10 (~1e-14)",
+                  name="linear attention's least error: relative |closed form - minimum|",
+                  relative=True),
         details=det)
 
 

@@ -115,10 +115,7 @@ def check_softmax_regression():
             ell = int(a["ell"][i, j])
             tt, g = float(a["t"][i, j]), float(a["g"][i, j])
             best = S.finite_prompt_error(tt, g, ell, rho, int(d))   # at the head evaluated
-            # linear attention's exact finite-d optimum
-            gam = jnp.zeros((int(d), int(d) + 1)).at[:, :int(d)].set(
-                jnp.eye(int(d)) / ((1 + rho) * int(d) / ell + 1 + 1 / ell))
-            lin_opt = float(icl.test_error(gam, ell, rho))
+            lin_opt = float(icl.optimum_error(ell, int(d), rho))  # linear attention's best
             tgt, tgt_lin = _targets(best, lin_opt, rho)
             # trained heads against the best isotropic head on the same prompts (paired);
             # seeds share the evaluation prompts: the mean of their SEs bounds the SE of
@@ -197,8 +194,8 @@ def check_softmax_regression():
                     name="min ((single - pair) - t SE) / (best single - rho)"),
         upper_bound(lin_worst, 1.0,
                     "every trained linear attention head (exact error, icl.test_error) within "
-                    "the same target of its exact finite-d optimum Gamma* = [I/((1+rho)/alpha "
-                    "+ 1 + 1/l), 0]",
+                    "the same target of its exact finite-d optimum (icl.optimum_error, Gamma* = "
+                    "[I/((1+rho)/alpha + 1 + 1/l), 0])",
                     name="max (linear trained - optimum) / target"),
         details=det)
 

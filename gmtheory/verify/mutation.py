@@ -504,7 +504,7 @@ def main(argv=None) -> int:
     a.add_argument("--refine", action="store_true",
                    help="also try delta = 1e-6 where 1e-3 is caught")
     a = sub.add_parser("breaks", help="NaN and a sign flip for every called function (and a "
-                       "2 % smaller certified bound for approx_compose's)")
+                       "2 %% smaller certified bound for approx_compose's)")
     a.add_argument("--out", type=Path, default=RESULT_FILE)
     a.add_argument("--jobs", type=int, default=1)
     a.add_argument("--only", default=None, help="comma-separated prefixes")
