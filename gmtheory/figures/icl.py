@@ -14,28 +14,22 @@ from ._base import Figure, register_figure
 _MARKERS = ("s", "^", "o", "D")
 
 
-def _d_colours(n, ds=None, among=None):
-    """Sequential colours, light (small d) to dark (the largest d): ``n`` of them, or with
-    ``ds`` and ``among`` (every d that the figure draws) the colours of ``ds`` in the ramp
-    over ``among``, so that one d has one colour in every panel of a figure."""
+def _d_colours(n):
+    """``n`` sequential colours, light (small d) to dark (the largest d)."""
     cmap = plt.get_cmap("plasma")
-    if ds is None:
-        return [cmap(0.1 + 0.68 * (n - 1 - i) / max(1, n - 1)) for i in range(n)]
-    keys = sorted({int(d) for d in [*among, *ds]})
-    ramp = dict(zip(keys, _d_colours(len(keys)), strict=True))
-    return [ramp[int(d)] for d in ds]
+    return [cmap(0.1 + 0.68 * (n - 1 - i) / max(1, n - 1)) for i in range(n)]
 
 
 def _err(ax, x, m, se, **kw):
     ax.errorbar(x, m, yerr=2 * se, fmt="o", ms=4, capsize=2, **kw)
 
 
-def _sims(ax, bx, x, a, j, trials, what="simulation", among=None):
+def _sims(ax, bx, x, a, j, trials, what="simulation"):
     """Simulated points of series ``j`` at every d (top: values; bottom: the ratio to the
     theory at the simulated sizes, on a log axis), shifted sideways by a few percent so
-    that the error bars do not overlap; ``among``: every d of the figure (colours)."""
+    that the error bars do not overlap."""
     ds = a["ds"]
-    cols = _d_colours(len(ds), ds, ds if among is None else among)
+    cols = _d_colours(len(ds))
     for i, d in enumerate(ds):
         m, se = a["sim_mean"][i, j], a["sim_se"][i, j]
         ok = ~np.isnan(m)
@@ -160,44 +154,13 @@ register_figure(Figure(
     draw=draw_alpha, checks=("icl.14-alpha-limit",)))
 
 
-def _authors_panel(ax, bx, a, among=None):
-    """Lu et al.'s saved quick-figure means (their protocol: alpha = tau = 10) against the
-    ridgeless theory at their parameters; bottom: their mean / theory.  ``among``: every d
-    of the figure (colours)."""
-    alpha, tau, rho, lam = a["authors_params"]
-    ax.plot(a["authors_kappa_grid"], a["authors_theory"], "k", lw=1.6)
-    ads = a["authors_ds"]
-    cols = _d_colours(len(ads), ads, ads if among is None else among)
-    for i, d in enumerate(a["authors_ds"]):
-        k, m, se = np.moveaxis(a["authors_gamma"][i], -1, 0)
-        ok = np.isfinite(k)
-        kw = {"fmt": "v", "color": cols[i], "ms": 4.5, "capsize": 2, "lw": 1, "mfc": "white"}
-        xs = k[ok] * np.exp(0.07 * (i - 1))
-        ax.errorbar(xs, m[ok], yerr=2 * se[ok], label=f"Lu et al.'s saved means, d = {int(d)} "
-                    "(± 2 SE; their α = τ = 10)", **kw)
-        th = np.interp(np.log(k[ok]), np.log(a["authors_kappa_grid"]), a["authors_theory"])
-        bx.errorbar(xs, m[ok] / th, yerr=2 * se[ok] / th, **kw)
-        kd, md, sd = np.moveaxis(a["authors_dmmse"][i], -1, 0)
-        okd = np.isfinite(kd) & (md > 0)
-        if int(d) == int(a["authors_ds"][-1]) and okd.any():
-            ax.plot(kd[okd], md[okd], "x:", color="0.45", ms=5, lw=0.9,
-                    label=f"their dMMSE, d = {int(d)}")
-    bx.axhline(1.0, color="k", lw=0.8)
-    ax.set_yscale("log")
-    ax.set_title(f"authors' data: α = {alpha:g}, τ = {tau:g}, ρ = {rho:g}", fontsize=10)
-    bx.set_xlabel("κ = k / d  (task diversity)")
-    for x in (ax, bx):
-        x.axvline(1.0, color="grey", ls=":", lw=1)
-
-
 def draw_gtask(a, meta):
     cfg = meta["config"]
     alphas, g = a["alphas"], a["kappa_grid"]
-    fig, axes = plt.subplots(2, len(alphas) + 1, figsize=(3.7 * (len(alphas) + 1), 6.2),
+    fig, axes = plt.subplots(2, len(alphas), figsize=(3.7 * len(alphas) + 0.4, 6.2),
                              sharex=True, sharey="row",
                              gridspec_kw={"height_ratios": [2.2, 1]}, squeeze=False)
     dm_d = int(a["dmmse_d"])
-    among = [*a["ds"], *a["authors_ds"]]       # one colour per d in every panel
     for j, al in enumerate(alphas):
         ax, bx = axes[0, j], axes[1, j]
         ax.plot(g, a["theory"][j], "k", lw=1.6, label="ridgeless theory, d → ∞")
@@ -207,14 +170,13 @@ def draw_gtask(a, meta):
                     lw=0.9, capsize=2,
                     label=f"dMMSE (Bayes on the pool), d = {dm_d} (± 2 SE, "
                           f"{cfg['dmmse_draws']} test prompts)")
-        _sims(ax, bx, a["kappas"], a, j, cfg["trials"], among=among)
+        _sims(ax, bx, a["kappas"], a, j, cfg["trials"])
         ax.set_yscale("log")
         _log_x(ax, [0.2, 1, 4, 16])
         ax.set_title(f"α = {al:g}, τ = {0.2 * al:g}", fontsize=10)
         bx.set_xlabel("κ = k / d  (task diversity)")
         for x in (ax, bx):
             x.axvline(1.0, color="grey", ls=":", lw=1)
-    _authors_panel(axes[0, -1], axes[1, -1], a, among)
     axes[0, 0].set_ylabel("g_task = e_ICL − e_IDG")
     return _finish(fig, axes, f"Memorisation → in-context learning (ρ = {cfg['rho']:g}, "
                               f"λ = {cfg['lam']:g}); κ = 1 dotted")
@@ -231,13 +193,12 @@ register_figure(Figure(
              "simulation / theory (theory at the simulated sizes); the "
              "finite-d excess shrinks with d (mean |relative gap| 1.4 → 0.48 → 0.19, summary), "
              "most slowly for α = 6, whose τ = 1.2 is next to the interpolation peak at τ = 1. "
-             "Right column: the authors' own saved quick-figure means (their protocol, "
-             "α = τ = 10, 20 trials; shipped in gmtheory.data) at d = 10, 32, 64 against our "
-             "ridgeless theory at their parameters; the icl-authors figure reruns their "
-             "protocol and compares. Check icl.15 reads this run: the excess shrinks from "
-             "the smallest d to the largest (pooled over the points), and past κ = 2 the "
-             "dMMSE gap stays above linear attention's (pooled); at these d the "
-             "excess bends away from a + b/d, so no d → ∞ equality is decided here."),
+             "The authors' own saved means (their protocol, α = τ = 10) are drawn beside our "
+             "rerun of that protocol in the icl-authors figure. Check icl.15 reads this run: "
+             "the excess shrinks from the smallest d to the largest (pooled over the "
+             "points), and past κ = 2 the dMMSE gap stays above linear attention's "
+             "(pooled); at these d the excess bends away from a + b/d, so no d → ∞ "
+             "equality is decided here."),
     draw=draw_gtask, checks=("icl.15-gtask-readings",)))
 
 

@@ -339,35 +339,7 @@ def _gtask_assemble(cfg, points, res):
             dm[list(cfg.alphas).index(p["alpha"]), list(cfg.kappas).index(p["kappa"])] = \
                 r["dmmse"]
     out.update(dmmse_mean=dm[..., 0], dmmse_se=dm[..., 1], dmmse_d=np.array(max(cfg.ds)))
-    out.update(_authors_quick_figure())
     return gap_stats(out, sims, th)
-
-
-def _authors_quick_figure():
-    """Lu et al.'s saved quick-figure means (alpha = tau = 10, rho = 0.01, lambda = 1e-6;
-    d = 10, 32, 64; :func:`gmtheory.data.lu2025_quick_figure`) with their SE
-    ``std / sqrt(numavg)``, and the ridgeless theory at their (alpha, tau, rho), for the
-    figure's own panel (the sweep's panels use tau = 0.2 alpha)."""
-    from ..data import lu2025_quick_figure
-
-    out = {"authors_ds": np.array([10, 32, 64])}
-    rows = [lu2025_quick_figure(d) for d in (10, 32, 64)]
-    for kind in ("gamma", "dmmse"):
-        n = max(len(r[kind]) for r in rows)
-        arr = np.full((3, n, 3), np.nan)                  # (d, point, (kappa, mean, se))
-        for i, r in enumerate(rows):
-            for j, row in enumerate(r[kind]):
-                arr[i, j] = (row["kappa"], row["gtask_mean"],
-                             row["gtask_std"] / np.sqrt(row["numavg"]))
-        out[f"authors_{kind}"] = arr
-    first = rows[0]["gamma"][0]
-    alpha, tau, rho = first["alpha"], first["tau"], first["rho"]
-    k = out["authors_gamma"][..., 0]
-    grid = np.geomspace(np.nanmin(k) / 1.5, np.nanmax(k) * 1.5, 100)
-    out["authors_params"] = np.array([alpha, tau, rho, first["lam"]])
-    out["authors_kappa_grid"] = grid
-    out["authors_theory"] = np.array([icl.g_task_ridgeless(alpha, tau, x, rho) for x in grid])
-    return out
 
 
 def _gtask_summary(cfg, a):
