@@ -215,7 +215,8 @@ def draw_sweep(a, meta):
     norm = LogNorm(vmin=floor, vmax=vmax)
     cmap = plt.get_cmap("magma").with_extremes(under="0.88")   # below the floor: light grey
     n_cells = len(r) * len(s)
-    fs = 7 if n_cells <= 49 else 5
+    annotate = n_cells <= 64           # a larger grid: the colours carry the values
+    step = 1 if len(r) <= 8 else 2     # x tick labels that do not overlap
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.6), sharey=True)
     starts = f"{cfg['starts']} random start" + ("s" if cfg["starts"] > 1 else "")
     panels = ((axes[0], "single", f"best single head (L-BFGS, {starts} + γ = ξ)"),
@@ -227,13 +228,14 @@ def draw_sweep(a, meta):
         v = a[key]                       # (ratios, seps)
         im = ax.imshow(np.where(v < floor, floor / 10, v).T, origin="lower", cmap=cmap,
                        norm=norm, aspect="auto", interpolation="nearest")
-        for i in range(len(r)):
+        for i in range(len(r) if annotate else 0):
             for j in range(len(s)):
                 val = float(v[i, j])
                 dark = floor <= val and norm(val) < 0.55
-                ax.text(i, j, _cell_text(val, floor), ha="center", va="center", fontsize=fs,
+                ax.text(i, j, _cell_text(val, floor), ha="center", va="center", fontsize=7,
                         color="white" if dark else "black")
-        ax.set_xticks(range(len(r)), [f"{x:g}" for x in r])
+        first = int(np.argmin(np.abs(np.log(r)))) % step       # gamma = xi gets a label
+        ax.set_xticks(range(first, len(r), step), [f"{x:.2g}" for x in r[first::step]])
         ax.set_yticks(range(len(s)), [f"{x:g}" for x in s])
         ax.set_xlabel("ξ / γ  (γ = 1)")
         ax.set_title(title, fontsize=10)
@@ -243,9 +245,14 @@ def draw_sweep(a, meta):
                                    ls="--", label="γ² = ξ² (outlined column)"))
         else:                            # between columns: a line on the cell edge
             ax.axvline(xr, color="c", ls="--", lw=1.5, label="γ² = ξ²")
-        ax.axhline(ys, color="w", ls=":", lw=2,
-                   path_effects=[patheffects.withStroke(linewidth=3.5, foreground="k")],
-                   label="λ = |m₁ − m₂| / (2ξ) = 1 (separation 2)")
+        halo = [patheffects.withStroke(linewidth=3.5, foreground="k")]
+        if abs(ys - round(ys)) < 1e-9:   # separation 2 is a row of cells: outline it
+            ax.add_patch(Rectangle((-0.5, ys - 0.5), len(r), 1, fill=False, ec="w", lw=2,
+                                   ls=":", path_effects=halo,
+                                   label="λ = |m₁ − m₂| / (2ξ) = 1 (separation 2, outlined row)"))
+        else:
+            ax.axhline(ys, color="w", ls=":", lw=2, path_effects=halo,
+                       label="λ = |m₁ − m₂| / (2ξ) = 1 (separation 2)")
         ax.set_xlim(-0.5, len(r) - 0.5)
         ax.set_ylim(-0.5, len(s) - 0.5)
     axes[0].set_ylabel("separation |m₁ − m₂| / ξ")
