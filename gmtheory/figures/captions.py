@@ -267,6 +267,19 @@ _PAPER = {
         "(40–80), a steep drop and then a slower approach, not one exponential. Right: "
         "|P_K v21| / |v21| stays far from 0 (the runs do not enter the invariant set of "
         "Thm 3.6)."),
+    "lda-finite-prompt": (
+        "Softmax and linear attention heads trained with Adam on sampled C1 prompts of L "
+        "tokens; paper profile: L = 16 to 1024, 5 seeds of 8000 steps (4096 tokens per "
+        "step), each seed evaluated on 1024 fresh prompts × 64 queries. Light: each seed; "
+        "dark: the median. Left: with the infinite-prompt operator the softmax head's excess "
+        "falls with L towards its optimum, excess 0 (power-law fit over every L: slope "
+        "-1.27 ± 0.13, R² = 0.9805; the curve steepens at large L); linear attention has no "
+        "bias path and b* = log 1.5 ≠ 0, so it stays at its optimum gap 0.008744 at every L. "
+        "Right: on fresh L-token prompts, which add the finite-prompt noise, the softmax "
+        "head goes from 0.0216 at L = 16 (above linear attention) to 0.001033 at L = 1024, "
+        "against 0.009351 for linear attention; at L = 64 the two agree within their SEs. "
+        "Error bars: ±2 SE over each seed's prompts. No check reads this run: lda.25 reads "
+        "the quick one."),
 }
 
 _CPU = {
