@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import jax
 
-__all__ = ["LONG_RUNNING", "LONG_FUSED", "LONG_RUN_STEPS", "LONG_RUN_TOKENS", "jit_long"]
+__all__ = ["LONG_RUNNING", "LONG_FUSED", "LONG_RUN_STEPS", "LONG_RUN_TOKENS", "jit_long",
+           "traced"]
 
 #: ``compiler_options`` of a program that runs long enough to repay a slower compile
 LONG_RUNNING = {"xla_backend_optimization_level": 1}
@@ -47,3 +48,13 @@ def jit_long(fun, *, fused: bool = False, **jit_kwargs):
     """``jax.jit(fun, **jit_kwargs)`` compiled with :data:`LONG_RUNNING`, or with
     :data:`LONG_FUSED` if ``fused`` (a softmax over many tokens; a benchmarked kernel)."""
     return jax.jit(fun, compiler_options=LONG_FUSED if fused else LONG_RUNNING, **jit_kwargs)
+
+
+def traced(*args) -> bool:
+    """Whether any leaf of ``args`` is a JAX tracer: the caller is being traced (inside an
+    outer ``jit``, ``vmap`` or ``grad``).  Inside an outer ``jit`` the options of a
+    :func:`jit_long` cannot change its program (JAX refuses ``compiler_options`` on a
+    nested ``jit``), so the callers pick their plain program there; under an eager
+    ``vmap`` or ``grad`` they lose the long program's speed, not their numbers.  An outer
+    ``jit`` whose arguments are all closed-over concrete arrays is not seen."""
+    return any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(args))

@@ -35,7 +35,7 @@ from ._validation import (
     check_shape,
     is_concrete,
 )
-from ._xla import LONG_RUN_TOKENS, jit_long
+from ._xla import LONG_RUN_TOKENS, jit_long, traced
 from .mixture import GaussianMixture, as_points
 
 __all__ = [
@@ -327,7 +327,9 @@ def softmax_attention(tokens, U, V, z, *, chunk: int | None = None, return_se: b
     n = z.shape[-2]
     c = _default_chunk(n, L) if chunk is None else check_int(chunk, "chunk", minimum=1)
     c = min(c, L)
-    long = L * (tokens.shape[0] if tokens.ndim == 3 else 1) >= LONG_RUN_TOKENS
+    # the long program is its own jit: not inside another one (icl-denoising's training)
+    long = (L * (tokens.shape[0] if tokens.ndim == 3 else 1) >= LONG_RUN_TOKENS
+            and not traced(tokens, U, V, z))
     kernel = _online_softmax_long if long else online_softmax
     fn = lambda t, q: kernel(t, q @ U.T, V, chunk=c, with_se=return_se)
     if tokens.ndim == 3:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ._xla import LONG_RUN_TOKENS, jit_long
+from ._xla import LONG_RUN_TOKENS, jit_long, traced
 from .mixture import GaussianMixture
 from .operators import (
     linear_attention,
@@ -78,7 +78,7 @@ def sample_prompts(mixture, keys, L):
     """``len(keys)`` prompts of ``L`` tokens from ``mixture``, one per key: ``(R, L, d)``
     (compiled once per shape; with :data:`gmtheory._xla.LONG_RUNNING` from
     ``LONG_RUN_TOKENS`` tokens in all)."""
-    long = len(keys) * int(L) >= LONG_RUN_TOKENS
+    long = len(keys) * int(L) >= LONG_RUN_TOKENS and not traced(keys, mixture)
     return (_sample_prompts_long if long else _sample_prompts)(mixture, keys, L)
 
 

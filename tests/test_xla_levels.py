@@ -99,6 +99,24 @@ def test_cg_trials_and_long_prompts_pick_the_level_1_programs(monkeypatch):
     assert picked == ["_sample_prompts", "_sample_prompts_long"]
 
 
+def test_a_long_prompt_inside_an_outer_jit_is_traced_into_it():
+    """JAX refuses ``compiler_options`` on a nested ``jit``: a prompt of LONG_RUN_TOKENS
+    tokens attended to inside an outer jit (as icl-denoising's paper profile trains) uses
+    the plain kernel, traced into the outer program, and gives the eager call's numbers."""
+    U, V = jnp.eye(2), jnp.eye(2)
+    toks = jnp.zeros((2, _xla.LONG_RUN_TOKENS // 2, 2)).at[:, :3].set(1.0)
+    z = jnp.ones((1, 2))
+    inside = jax.jit(operators.softmax_attention)(toks, U, V, z)
+    np.testing.assert_allclose(inside, operators.softmax_attention(toks, U, V, z), rtol=1e-12)
+    keys = jax.random.split(jax.random.key(0), 4)
+    assert not _xla.traced(keys, U) and jax.jit(lambda k: _xla.traced(k) * 1)(keys) == 1
+    mix = gmtheory.GaussianMixture(jnp.ones(1), jnp.zeros((1, 2)), jnp.eye(2)[None])
+    L = _xla.LONG_RUN_TOKENS // 4                      # 4 keys: LONG_RUN_TOKENS tokens
+    inside = jax.jit(problems.sample_prompts, static_argnames="L")(mix, keys, L=L)
+    # the same draws; the two compile levels may round them differently (float64)
+    np.testing.assert_allclose(inside, problems.sample_prompts(mix, keys, L), rtol=1e-13)
+
+
 def test_the_level_1_variant_computes_the_same_numbers():
     """online_softmax compiled at the process level and at level 1: two compilations of one
     function, equal to float64 round-off (sums of 3000 terms: reordering moves ~1e-15)."""
