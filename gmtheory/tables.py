@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from pathlib import Path
 
@@ -29,6 +30,8 @@ __all__ = ["checks_table", "figures_index", "simulations_index", "write_indexes"
 # recorded measurements (benchmarks, cold runs, simulation times): see "measured blocks" below
 MEASURED = Path("docs/measured")
 SIM_TIMES = "simulations.json"  # in MEASURED: quick-profile run time of every simulation
+#: in MEASURED: timing passes of the paper profiles that are not committed (issue 46)
+PAPER_ESTIMATES = "paper-estimates.json"
 
 
 def _cell(text) -> str:
@@ -401,6 +404,33 @@ def simulation_timings(measured_dir=MEASURED) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def paper_estimates(measured_dir=MEASURED) -> dict:
+    """The estimated run times of the paper profiles that are not committed: ``{"how": ...,
+    "estimates": {name: {"pass", "pass_s", "scale", "estimate_h", "bound", "sized_for",
+    "note"}}}`` from ``docs/measured/paper-estimates.json`` (``{}`` when it is missing).
+    ``bound``: "at most" (a finished pass, its compilation counted ``scale`` times) or
+    "stopped" (a pass stopped unfinished: ``scale`` times its time where the training steps
+    dominate the run, not a bound)."""
+    path = Path(measured_dir) / PAPER_ESTIMATES
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _estimate_text(e: dict) -> str:
+    """One estimate of :func:`paper_estimates`, as the simulation index prints it."""
+    if e["bound"] == "stopped":
+        text = (f"a timing pass `--set {e['pass']}` (1/{e['scale']:g} of the steps) was "
+                f"stopped unfinished after {e['pass_s']:.0f} s: about "
+                f"{math.floor(10 * e['estimate_h']) / 10:.1f} h or more on 2 cores where the "
+                "training steps dominate the run (not a bound)")
+    else:
+        text = (f"estimated at most {e['estimate_h']:.1f} h on 2 cores ({e['scale']:g} x a "
+                f"timing pass `--set {e['pass']}`, which took {e['pass_s']:.0f} s, every "
+                "compilation included)")
+    if e.get("sized_for") == "gpu":
+        text += "; sized for one GPU"
+    return text + (f": {e['note']}" if e.get("note") else "")
+
+
 def simulations_index(timings: dict | None = None) -> str:
     """Every simulation: description, profile file, quick config, paper changes and quick
     run time (``timings`` as :func:`simulation_timings` returns it, read when ``None``)."""
@@ -411,6 +441,7 @@ def simulations_index(timings: dict | None = None) -> str:
     timings = simulation_timings() if timings is None else timings
     secs = timings.get("seconds", {})
     how = timings.get("how", "not measured yet")
+    estimates = paper_estimates().get("estimates", {})
     out = ["# Simulations", "",
            "One entry per simulation of `gmtheory run NAME [--profile quick|paper] [--config "
            "my.toml] [--set key=value ...]` (generated from the simulation registry by `python "
@@ -452,17 +483,19 @@ def simulations_index(timings: dict | None = None) -> str:
                 f"* quick: `{_config_text(quick)}`",
                 f"* paper: `{_changed(quick, paper)}`", *cpu,
                 f"* quick run time: {f'{t:.0f} s' if t is not None else 'not measured'}",
-                f"* paper result: {_committed_text(name)}", ""]
+                f"* paper result: {_committed_text(name, estimate=estimates.get(name))}", ""]
     return "\n".join(out)
 
 
-def _committed_text(name: str, profile: str = "paper") -> str:
-    """The committed ``profile`` result of ``name``: its commit, run time and machine."""
+def _committed_text(name: str, profile: str = "paper", estimate: dict | None = None) -> str:
+    """The committed ``profile`` result of ``name``: its commit, run time and machine; where
+    none is committed, the measured ``estimate`` of its run time if there is one."""
     from .simulations.committed import committed_stem, load_committed
 
     js = committed_stem(name, profile).with_suffix(".json")
     if not js.exists():
-        return f"not committed (`gmtheory run NAME --profile {profile} --commit`)"
+        return (f"not committed (`gmtheory run NAME --profile {profile} --commit`)"
+                + (f"; {_estimate_text(estimate)}" if estimate else ""))
     c = json.loads(js.read_text()).get("committed", {})
     stale = "" if load_committed(name, profile) else "; **stale: the profile changed, rerun**"
     return (f"`simulations/committed/{name}/{profile}.npz`, commit {str(c.get('git'))[:10]}, "

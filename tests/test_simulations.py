@@ -308,6 +308,28 @@ def test_committed_results_match_their_profiles_and_draw(stem):
         plt.close(get_figure(n).draw(arrays, meta))
 
 
+def test_paper_estimates_are_of_uncommitted_profiles():
+    """Issue 46: a paper profile that is not committed may carry a measured estimate of its
+    run time (a timing pass at a fraction of its steps), which the simulation index
+    prints; an estimate of a committed profile is stale, and a GPU-sized one says why."""
+    from gmtheory.simulations import SIMULATIONS, load_all
+    from gmtheory.simulations.committed import committed_stem
+    from gmtheory.tables import paper_estimates, simulations_index
+
+    load_all()
+    est = paper_estimates().get("estimates", {})
+    assert set(est) <= set(SIMULATIONS), set(est) - set(SIMULATIONS)
+    index = simulations_index()
+    for name, e in est.items():
+        assert not committed_stem(name, "paper").with_suffix(".json").exists(), (
+            f"{name}: its paper result is committed, the estimate is stale")
+        assert e["estimate_h"] > 0 and e["pass_s"] > 0 and e["scale"] >= 1, name
+        assert e["bound"] in ("at most", "stopped") and e["sized_for"] in ("cpu", "gpu"), name
+        assert e["sized_for"] == "cpu" or e["note"], f"{name}: a GPU-sized profile says why"
+        assert abs(e["estimate_h"] - e["scale"] * e["pass_s"] / 3600) < 0.01, name
+        assert f"`--set {e['pass']}`" in index, name
+
+
 def test_figures_of_a_larger_profile_draw_the_committed_runs_only(monkeypatch, capsys):
     """``gmtheory figures --profile paper`` (no names) is the atlas: it draws every figure
     whose run is committed for the profile and names the others, computing nothing (issue

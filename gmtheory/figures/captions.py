@@ -163,13 +163,13 @@ _PAPER = {
         " paper profile: π₊ = 0.5 to 0.95 in steps of 0.05, separation 0.25 to 4, d = 2 and 5. "
         "Left: the softmax head trained by Adam on the population risk (10000 steps, Fig. "
         "5-type start) reaches R* to 3.54e-07 or better in every cell (median 2.85e-11 at d = "
-        "2, 2.19e-11 at d = 5); the slowest cells are the well separated ones (separation 3 and"
-        " 4) at π₊ ≤ 0.75. Right: the best linear attention (no bias path) cannot reach R* "
-        "where b* ≠ 0: its gap grows with the class imbalance |b*| and is largest for weakly "
-        "separated classes (0.24 at π₊ = 0.95, separation 0.25, at both d), and vanishes at π₊ "
-        "= 1/2 (b* = 0) to about 1e-8, the quadrature's accuracy. Every cell is annotated; "
-        "colours are clipped below at 1e-9. No check reads this run: lda.24 reads the quick "
-        "one."),
+        "2, 2.19e-11 at d = 5); the slowest cells are at separation 1.5 to 4 and small π₊ (π₊ ≤"
+        " 0.65 at d = 2, ≤ 0.75 at d = 5). Right: the best linear attention (no bias path) "
+        "cannot reach R* where b* ≠ 0: its gap grows with the class imbalance |b*| and is "
+        "largest for weakly separated classes (0.24 at π₊ = 0.95, separation 0.25, at both d), "
+        "and vanishes at π₊ = 1/2 (b* = 0) to about 1e-8, the quadrature's accuracy. Every cell"
+        " is annotated; colours are clipped below at 1e-9. No check reads this run: lda.24 "
+        "reads the quick one."),
     "gated-experts": (
         "Three-component mixture (π = 0.5, 0.3, 0.2), shared covariance 0.25·I, U = 1.5·I, V = "
         "I; paper profile: a 201 × 201 grid of queries on [−4, 4]². Softmax attention selects a"
@@ -202,25 +202,25 @@ _PAPER = {
         "√(3/(2n)) = 0.999997 after 1000000 iterations, while at λ = 0.8 it is geometric "
         "with ratio ≈ λ²."),
     "approx-rates": (
-        "Explicit softmax-attention constructions evaluated through the finite-prompt "
-        "operator; paper profile: the sup error measured on a grid plus 65536 random "
-        "points (the resources are the quick profile's). The measured sup error (dots) "
-        "stays below each bound (dashed) at every resource, and its fitted slope (legend) "
-        "matches the bound's exponent: −1 in β, −1 in p, −log 4 per level, −2 in n. The "
-        "ReLU head and the ReLU tree attain their bounds (0.278 of 0.278 at β = 1); the "
-        "one-head max and the p-anchor head sit about a factor 2 below theirs (0.973 of "
-        "2.08 at β = 1, 0.192 of 0.5 at p = 5). Newton (1/x, right): the bound from the "
-        "perturbed recursion R_{k+1} = R_k² + δ, attained up to the last step (0.000401 "
-        "measured against 0.00048 after 5 steps)."),
+        "Explicit softmax-attention constructions evaluated through the finite-prompt operator;"
+        " paper profile: the sup error measured on a dense grid (1-D targets) or on 65536 "
+        "random points plus the corners (the max targets and xy), at the quick profile's "
+        "resources. The measured sup error (dots) stays below each bound (dashed) at every "
+        "resource, and its fitted slope (legend) matches the bound's exponent: −1 in β, −1 in "
+        "p, −log 4 per level, −2 in n. The ReLU head and the ReLU tree attain their bounds "
+        "(0.278 of 0.278 at β = 1); the one-head max and the p-anchor head sit two to three "
+        "times below theirs (0.973 of 2.08 at β = 1, 0.192 of 0.5 at p = 5). Newton (1/x, "
+        "right): the bound from the perturbed recursion R_{k+1} = R_k² + δ, attained up to the "
+        "last step (0.000401 measured against 0.00048 after 5 steps)."),
     "denoise-fig2": (
-        "Figure 2: two population softmax heads trained by online SGD on the Figure 2 "
-        "mixture (γ = 1, ξ = 2, means (3, 0) and (0, 3)); paper profile: 8 seeds of 40000 "
-        "steps (lr 0.002, batch 64), the excess risk by Gauss-Hermite quadrature. Every "
-        "seed falls far below the best linear attention (dashed, gap 1.64152) and the best "
-        "single head (dotted, excess 0.03006, the best of 50 L-BFGS starts), which cannot "
-        "be exact since γ² ≠ ξ². After 40000 steps each seed's excess (mean of its last 10 "
-        "evaluations) lies between 2e-8 and 4.3e-6 and is still falling; three seeds "
-        "converge about a hundred times faster than the other five."),
+        "Figure 2: two population softmax heads trained by online SGD on the Figure 2 mixture "
+        "(γ = 1, ξ = 2, means (3, 0) and (0, 3)); paper profile: 8 seeds of 40000 steps (lr "
+        "0.002, batch 64), the excess risk by Gauss-Hermite quadrature. Every seed falls far "
+        "below the best linear attention (dashed, gap 1.64152) and the best single head "
+        "(dotted, excess 0.03006, the best of 50 L-BFGS starts), which cannot be exact since γ²"
+        " ≠ ξ². After 40000 steps each seed's excess (mean of its last 10 evaluations) lies "
+        "between 2e-8 and 4.3e-6 and is still falling; three seeds end 25 to 200 times lower "
+        "than the other five (they reach each level in about 60 % of the steps)."),
     "denoise-phase": (
         "Excess risk over (ξ/γ, separation), d = 2, π = ½; paper profile: a 15 × 15 grid, "
         "ξ/γ geometric from 1/3 to 3 (γ = ξ is a column), separation 0.4 to 6.0, the single "
@@ -245,41 +245,39 @@ _PAPER = {
         "ESS/L = 0.014): rare heavy weights are not yet sampled. No check reads this run: "
         "operator.05b and operator.06 read the quick one."),
     "fig4": (
-        "Fig. 4 protocol: SGD on C2 (d = 20) with every parameter entry i.i.d. N(0, 1) at "
-        "the start (batch 256, step 0.01; the paper reports neither batch size nor run "
-        "length); paper profile: 16 seeds of 20000 steps. The paper reports that the risk "
-        "has difficulty approaching R*. Here every seed approaches it: all 16 end within ε, "
-        "the seed's linearised-SGD noise floor + 3 sd (tail-averaged excess median "
-        "0.000612 against a noise-floor median 0.000618), but the median reaches its floor "
-        "only after thousands of iterations (median first time within ε: 4920) instead of "
-        "about 150 from the Fig. 5 start, with a wide spread across seeds. Left: log–log "
-        "axes, the start drawn at iteration 1; right: |P_K v₂₁| / |v₂₁| settles at a "
-        "seed-dependent value away from 0."),
+        "Fig. 4 protocol: SGD on C2 (d = 20) with every parameter entry i.i.d. N(0, 1) at the "
+        "start (batch 256, step 0.01; the paper reports neither batch size nor run length); "
+        "paper profile: 16 seeds of 20000 steps. The paper reports that the risk has difficulty"
+        " approaching R*. Here every seed approaches it: all 16 end within ε, the seed's "
+        "linearised-SGD noise floor + 3 sd (tail-averaged excess median 0.000612 against a "
+        "noise-floor median 0.000618), but the median reaches its floor only after thousands of"
+        " iterations (median first time within ε: 4920) instead of about 150 from the Fig. 5 "
+        "start, with a wide spread across seeds. Left: log–log axes, the start drawn at "
+        "iteration 1; right: |P_K v₂₁| / |v₂₁| settles at a seed-dependent value, not at 0."),
     "fig5": (
         "Fig. 5 protocol: SGD on C2 (d = 20) from U11 = 0, u12 = 0, v22 = 0, v21 ~ N(0, I), "
-        "which does not enforce v21 ∈ K^⊥; paper profile: 16 seeds of 20000 steps (batch "
-        "256, step 0.01). The risk falls from log 2 to its noise floor within the first "
-        "100–150 iterations (median first time within ε: 150) and then fluctuates there: "
-        "the tail-averaged excess (median 0.000519) agrees with the linearised-SGD noise "
-        "floor (median 0.000515), and all 16 seeds end within ε, the noise floor + 3 sd. "
-        "Middle: the first 200 iterations, recorded every 2 steps, on a semi-log axis: the "
-        "median's decay rate falls from 0.104 per iteration (iterations 0–20) to 0.0395 "
-        "(40–80), a steep drop and then a slower approach, not one exponential. Right: "
-        "|P_K v21| / |v21| stays far from 0 (the runs do not enter the invariant set of "
-        "Thm 3.6)."),
+        "which does not enforce v21 ∈ K^⊥; paper profile: 16 seeds of 20000 steps (batch 256, "
+        "step 0.01). The risk falls fast from log 2: a seed is within ε (its noise floor + 3 "
+        "sd) after a median of 150 iterations, and then fluctuates near the floor: the "
+        "tail-averaged excess (median 0.000519) agrees with the linearised-SGD noise floor "
+        "(median 0.000515), and all 16 seeds end within ε. Middle: the first 200 iterations, "
+        "recorded every 2 steps, on a semi-log axis: the median's decay rate falls from 0.104 "
+        "per iteration (iterations 0–20) to 0.0395 (40–80), a steep drop and then a slower "
+        "approach, not one exponential. Right: |P_K v21| / |v21| stays near its start and does "
+        "not decrease (the runs do not enter the invariant set of Thm 3.6)."),
     "lda-finite-prompt": (
         "Softmax and linear attention heads trained with Adam on sampled C1 prompts of L "
-        "tokens; paper profile: L = 16 to 1024, 5 seeds of 8000 steps (4096 tokens per "
-        "step), each seed evaluated on 1024 fresh prompts × 64 queries. Light: each seed; "
-        "dark: the median. Left: with the infinite-prompt operator the softmax head's excess "
-        "falls with L towards its optimum, excess 0 (power-law fit over every L: slope "
-        "-1.27 ± 0.13, R² = 0.9805; the curve steepens at large L); linear attention has no "
-        "bias path and b* = log 1.5 ≠ 0, so it stays at its optimum gap 0.008744 at every L. "
-        "Right: on fresh L-token prompts, which add the finite-prompt noise, the softmax "
-        "head goes from 0.0216 at L = 16 (above linear attention) to 0.001033 at L = 1024, "
-        "against 0.009351 for linear attention; at L = 64 the two agree within their SEs. "
-        "Error bars: ±2 SE over each seed's prompts. No check reads this run: lda.25 reads "
-        "the quick one."),
+        "tokens; paper profile: L = 16 to 1024, 5 seeds of 8000 steps (4096 tokens per step, "
+        "8192 at L = 1024: at least 8 prompts), each seed evaluated on 1024 fresh prompts × 64 "
+        "queries. Light: each seed; dark: the median. Left: with the infinite-prompt operator "
+        "the softmax head's excess falls with L towards its optimum, excess 0 (power-law fit "
+        "over every L: slope -1.27 ± 0.13, R² = 0.9805; the curve steepens at large L); linear "
+        "attention has no bias path and b* = log 1.5 ≠ 0, so it stays at its optimum gap "
+        "0.008744 at every L. Right: on fresh L-token prompts, which add the finite-prompt "
+        "noise, the softmax head goes from 0.0216 at L = 16 (above linear attention) to "
+        "0.001033 at L = 1024, against 0.009351 for linear attention; at L = 64 the two agree "
+        "within their SEs. Error bars: ±2 SE over each seed's prompts. No check reads this run:"
+        " lda.25 reads the quick one."),
 }
 
 _CPU = {

@@ -215,8 +215,8 @@ def draw_sweep(a, meta):
     norm = LogNorm(vmin=floor, vmax=vmax)
     cmap = plt.get_cmap("magma").with_extremes(under="0.88")   # below the floor: light grey
     n_cells = len(r) * len(s)
-    annotate = n_cells <= 64           # a larger grid: the colours carry the values
-    step = 1 if len(r) <= 8 else 2     # x tick labels that do not overlap
+    annotate = n_cells <= 49           # a larger grid: the colours carry the values
+    step = -(-len(r) // 8)             # at most 8 x tick labels, so that they do not overlap
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.6), sharey=True)
     starts = f"{cfg['starts']} random start" + ("s" if cfg["starts"] > 1 else "")
     panels = ((axes[0], "single", f"best single head (L-BFGS, {starts} + γ = ξ)"),
@@ -240,17 +240,17 @@ def draw_sweep(a, meta):
         ax.set_xlabel("ξ / γ  (γ = 1)")
         ax.set_title(title, fontsize=10)
         ax.grid(False)
-        if abs(xr - round(xr)) < 1e-9:   # gamma = xi is a column of cells: outline it
+        halo = [patheffects.withStroke(linewidth=3.5, foreground="k")]
+        if np.isclose(r, 1.0).any():     # gamma = xi is a column of cells: outline it
             ax.add_patch(Rectangle((xr - 0.5, -0.5), 1, len(s), fill=False, ec="c", lw=2,
                                    ls="--", label="γ² = ξ² (outlined column)"))
-        else:                            # between columns: a line on the cell edge
+        elif min(r) < 1.0 < max(r):      # between columns: a line on the cell edge
             ax.axvline(xr, color="c", ls="--", lw=1.5, label="γ² = ξ²")
-        halo = [patheffects.withStroke(linewidth=3.5, foreground="k")]
-        if abs(ys - round(ys)) < 1e-9:   # separation 2 is a row of cells: outline it
+        if np.isclose(s, 2.0).any():     # separation 2 is a row of cells: outline it
             ax.add_patch(Rectangle((-0.5, ys - 0.5), len(r), 1, fill=False, ec="w", lw=2,
                                    ls=":", path_effects=halo,
                                    label="λ = |m₁ − m₂| / (2ξ) = 1 (separation 2, outlined row)"))
-        else:
+        elif min(s) < 2.0 < max(s):
             ax.axhline(ys, color="w", ls=":", lw=2, path_effects=halo,
                        label="λ = |m₁ − m₂| / (2ξ) = 1 (separation 2)")
         ax.set_xlim(-0.5, len(r) - 0.5)
