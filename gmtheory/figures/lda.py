@@ -68,7 +68,9 @@ def draw_fig1(a, meta):
     ax.set_ylabel("|component of θ_t − θ⁽²⁾| (log)")
     ax.set_title("θ⁽²⁾: displacement from the Table 3 point in ∇²R(θ⁽²⁾) eigendirections",
                  fontsize=10)
-    ax.legend(fontsize=7.5, loc="center right")
+    # room for the legend below the data (the damped part may end on a floor)
+    ax.set_ylim(float(np.min(dam)) * 1e-3, float(np.max([flat.max(), dam.max()])) * 3)
+    ax.legend(fontsize=7.5, loc="lower left")
     fig.suptitle(f"Fig. 1 — C1, population gradient descent, step {cfg['lr']:g}, "
                  f"GH order {cfg['order']}", fontsize=11)
     fig.tight_layout()
