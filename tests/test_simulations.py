@@ -334,7 +334,7 @@ def test_paper_estimates_are_of_uncommitted_profiles():
 def test_figures_of_a_larger_profile_draw_the_committed_runs_only(monkeypatch, capsys):
     """``gmtheory figures --profile paper`` (no names) is the atlas: it draws every figure
     whose run is committed for the profile and names the others, computing nothing (issue
-    46 item 5; measured: the 24 committed paper figures in 31 s on 2 cores, beside another run)."""
+    46 item 5; measured: the 24 committed paper figures in 41 s on a fresh clone, 2 cores)."""
     from gmtheory import cli, figures
     from gmtheory.simulations import committed
 
